@@ -1,0 +1,2 @@
+//! cswitch binary.
+fn main() {}

@@ -1,0 +1,1 @@
+//! The cswitch data plane.

@@ -1,0 +1,1 @@
+//! Test origins and clients for cswitch (written by the testkit helper).
