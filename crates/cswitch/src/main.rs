@@ -1,2 +1,90 @@
-//! cswitch binary.
-fn main() {}
+//! cswitch: a Layer-7 content switch.
+//!
+//! The binary owns the command line (`run`, `check`, `demo`), process signals (SIGTERM /
+//! Ctrl-C: graceful stop; SIGHUP: validated reload) and the wiring of config → data plane.
+//! It is the only crate that uses `anyhow`.
+
+mod demo;
+mod signals;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "cswitch", version, about = "A Layer-7 content switch")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the switch with a config file.
+    Run {
+        /// Config file (TOML).
+        #[arg(short, long)]
+        config: PathBuf,
+    },
+    /// Validate a config file; print every error with file:line:col; exit 1 on error.
+    Check {
+        /// Config file (TOML).
+        #[arg(short, long)]
+        config: PathBuf,
+    },
+    /// Start three built-in origins and the switch in front of them on 127.0.0.1:8080.
+    Demo,
+}
+
+fn main() -> ExitCode {
+    init_tracing();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run { config } => run(&config),
+        Command::Check { config } => return check(&config),
+        Command::Demo => demo::run(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cswitch: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn check(path: &Path) -> ExitCode {
+    match config::load(path) {
+        Ok(cfg) => {
+            println!(
+                "{}: ok ({} listener(s), {} group(s))",
+                path.display(),
+                cfg.listeners.len(),
+                cfg.groups.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(diags) => {
+            eprint!("{diags}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(path: &Path) -> anyhow::Result<()> {
+    let cfg = config::load(path).map_err(|d| anyhow::anyhow!("invalid config:\n{d}"))?;
+    let switch = proxy::Switch::start(cfg).context("starting the switch")?;
+    for l in &switch.config().listeners {
+        if let Some(addr) = switch.local_addr(&l.name) {
+            tracing::info!(listener = %l.name, %addr, "listening");
+        }
+    }
+    signals::serve_until_stopped(&switch, Some(path))
+}

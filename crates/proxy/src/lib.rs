@@ -1,1 +1,32 @@
 //! The cswitch data plane.
+//!
+//! Owns everything that touches a socket on the request path: workers (one thread and one
+//! single-threaded tokio runtime per core, each with its own SO_REUSEPORT listeners and
+//! server connection pools, so the hot path takes no lock), client sessions, the request
+//! phases, admission control, the access log, and the running [`Switch`] with its reload
+//! and graceful shutdown.
+//!
+//! Layout, in request order: `worker` (threads, accept, admission) → `session` (client
+//! connection, idle wait, head reading) → `request` (route, pick, retries, log) →
+//! `upstream` (scheduler pick, maxconn queue, connect / pool) → `exchange` (request body
+//! pump) → `reply` (response forwarding) → `tunnel` (upgrades). Support: `buf`, `io`,
+//! `pool`, `snapshot`, `stats`, `respond`, `access_log`, `switch`.
+
+mod access_log;
+mod buf;
+mod exchange;
+mod io;
+mod pool;
+mod reply;
+mod request;
+mod respond;
+mod session;
+mod snapshot;
+mod stats;
+mod switch;
+mod tunnel;
+mod upstream;
+mod worker;
+
+pub use stats::{Counter, Stats};
+pub use switch::{ReloadError, Switch};

@@ -1,0 +1,79 @@
+//! Worker-local pools of idle server connections, keyed by server id.
+//!
+//! A worker owns its pools (no lock on the data path). A connection goes back to its
+//! server's pool after a complete exchange that both sides allow to persist; a client
+//! connection whose requests move from server A to B and back to A takes A's idle
+//! connection again (the user-space form of DWSR's switch-back, seed 001).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+
+struct Idle {
+    stream: TcpStream,
+    since: Instant,
+}
+
+/// Idle connections of one worker.
+pub struct Pools {
+    idle: RefCell<HashMap<u64, Vec<Idle>>>,
+    max_per_server: usize,
+}
+
+impl Pools {
+    /// Empty pools keeping at most `max_per_server` idle connections per server.
+    pub fn new(max_per_server: usize) -> Self {
+        Pools { idle: RefCell::new(HashMap::new()), max_per_server }
+    }
+
+    /// The most recently used live idle connection to `server`, if any. Connections the
+    /// server closed while idle are dropped here.
+    pub fn take(&self, server: u64) -> Option<TcpStream> {
+        let mut idle = self.idle.borrow_mut();
+        let list = idle.get_mut(&server)?;
+        while let Some(conn) = list.pop() {
+            if still_open(&conn.stream) {
+                return Some(conn.stream);
+            }
+        }
+        None
+    }
+
+    /// Keeps `stream` for reuse (dropped if the server's pool is full).
+    pub fn put(&self, server: u64, stream: TcpStream) {
+        let mut idle = self.idle.borrow_mut();
+        let list = idle.entry(server).or_default();
+        if list.len() < self.max_per_server {
+            list.push(Idle { stream, since: Instant::now() });
+        }
+    }
+
+    /// Closes connections idle longer than `max_idle` or closed by their server, and pools
+    /// of servers no longer configured (`keep` says which ids are).
+    pub fn sweep(&self, max_idle: Duration, keep: impl Fn(u64) -> bool) {
+        let now = Instant::now();
+        let mut idle = self.idle.borrow_mut();
+        idle.retain(|id, _| keep(*id));
+        for list in idle.values_mut() {
+            list.retain(|c| now.duration_since(c.since) < max_idle && still_open(&c.stream));
+        }
+    }
+
+}
+
+/// An idle connection is usable when it has nothing to read: readable means the server
+/// closed it (EOF/RST) or sent bytes nobody asked for. Readiness comes from the reactor's
+/// cache, so the common case costs no syscall; only a connection marked readable is probed.
+fn still_open(stream: &TcpStream) -> bool {
+    let mut cx = Context::from_waker(Waker::noop());
+    match stream.poll_read_ready(&mut cx) {
+        Poll::Pending => true,
+        Poll::Ready(Err(_)) => false,
+        Poll::Ready(Ok(())) => {
+            let mut probe = [0u8; 1];
+            matches!(stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+        }
+    }
+}

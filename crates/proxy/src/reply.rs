@@ -1,0 +1,280 @@
+//! Phase "forward response": reads the server's response head (forwarding interim 1xx
+//! answers), rewrites it for the client, and streams the body back with back-pressure.
+//! A malformed or missing response head becomes a 502 / 504 for the client; once bytes have
+//! gone to the client, a failure can only close the connection.
+
+use crate::buf::IoBuf;
+use crate::io::{read_some, write_all_parts, IoFail};
+use crate::request::Outcome;
+use crate::respond::Refusal;
+use crate::snapshot::Snapshot;
+use crate::stats::{Counter, Stats};
+use crate::worker::Worker;
+use http1::{
+    write_response_head, BodyKind, BodyScanner, HeadLimits, Parse, RequestHead, ResponseHead,
+    ResponseRewrite, Version,
+};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::time::Instant;
+
+/// How forwarding a response ended.
+pub enum ReplyEnd {
+    /// Whole response forwarded.
+    Complete {
+        /// The server connection may be pooled.
+        server_reusable: bool,
+        /// The client connection may stay open.
+        keep_client: bool,
+    },
+    /// A 101 went to the client: the connection becomes a tunnel.
+    Upgraded,
+    /// The server closed or reset before any response byte.
+    Unanswered,
+    /// Failed; the refusal is set only when nothing was sent to the client yet.
+    Failed(Option<Refusal>),
+    /// Never started (used when the request side failed first).
+    NotStarted,
+}
+
+/// What the response phase needs to know about the request and the settings.
+pub struct ReplyCtx<'a> {
+    stats: &'a Stats,
+    limits: HeadLimits,
+    server_timeout: Duration,
+    client_timeout: Duration,
+    is_head: bool,
+    client_version: Version,
+    client_keep_alive: bool,
+    upgrade_requested: bool,
+}
+
+impl<'a> ReplyCtx<'a> {
+    /// Captures what the response phase needs from the request and the snapshot.
+    pub fn new(worker: &'a Worker, snap: &Snapshot, req: &RequestHead) -> Self {
+        ReplyCtx {
+            stats: &worker.shared.stats,
+            limits: snap.head_limits,
+            server_timeout: snap.config.timeouts.server_response,
+            client_timeout: snap.config.timeouts.client_io,
+            is_head: req.is_head,
+            client_version: req.version,
+            client_keep_alive: req.keep_alive && !worker.shutting_down(),
+            upgrade_requested: req.upgrade,
+        }
+    }
+}
+
+/// Forwards one response from `sr` to `cw`.
+pub async fn forward<SR, CW>(
+    sr: &mut SR,
+    cw: &mut CW,
+    ctx: &ReplyCtx<'_>,
+    resp: &mut ResponseHead,
+    sbuf: &mut IoBuf,
+    out: &mut Vec<u8>,
+    outcome: &mut Outcome,
+) -> ReplyEnd
+where
+    SR: AsyncRead + Unpin,
+    CW: AsyncWrite + Unpin,
+{
+    if let Err(end) = read_final_head(sr, cw, ctx, resp, sbuf, outcome).await {
+        return end;
+    }
+    outcome.status = resp.status;
+    outcome.first_byte = Some(Instant::now());
+    if resp.status == 101 {
+        return forward_upgrade(cw, ctx, resp, sbuf, out, outcome).await;
+    }
+    let dechunk = resp.body == BodyKind::Chunked && ctx.client_version == Version::Http10;
+    let keep_client = ctx.client_keep_alive && resp.body != BodyKind::UntilClose && !dechunk;
+    let rw = ResponseRewrite { client_version: ctx.client_version, keep_alive: keep_client, upgrade: false, dechunk };
+    out.clear();
+    write_response_head(sbuf.filled(), resp, &rw, out);
+    sbuf.consume(resp.head_len);
+    match forward_body(sr, cw, ctx, resp.body, dechunk, sbuf, out, outcome).await {
+        Ok(()) => {
+            let server_reusable =
+                resp.keep_alive && resp.body != BodyKind::UntilClose && sbuf.is_empty();
+            ReplyEnd::Complete { server_reusable, keep_client }
+        }
+        Err(()) => ReplyEnd::Failed(None),
+    }
+}
+
+/// Reads heads until a final (non-1xx or 101) one; interim ones go to HTTP/1.1 clients.
+async fn read_final_head<SR, CW>(
+    sr: &mut SR,
+    cw: &mut CW,
+    ctx: &ReplyCtx<'_>,
+    resp: &mut ResponseHead,
+    sbuf: &mut IoBuf,
+    outcome: &mut Outcome,
+) -> Result<(), ReplyEnd>
+where
+    SR: AsyncRead + Unpin,
+    CW: AsyncWrite + Unpin,
+{
+    let deadline = Instant::now() + ctx.server_timeout;
+    loop {
+        match parse_head(resp, sbuf, ctx) {
+            Ok(Parse::Complete) if resp.is_interim() => {
+                forward_interim(cw, ctx, resp, sbuf, outcome).await?;
+                continue;
+            }
+            Ok(Parse::Complete) => return Ok(()),
+            Ok(Parse::Partial) => {}
+            Err(end) => return Err(end),
+        }
+        let nothing_yet = sbuf.is_empty() && outcome.bytes_out == 0;
+        match read_some(sr, sbuf, deadline).await {
+            Ok(0) | Err(IoFail::Io) if nothing_yet => return Err(ReplyEnd::Unanswered),
+            Ok(0) | Err(IoFail::Io) => return Err(bad_gateway(ctx, outcome, "incomplete response head")),
+            Ok(_) => {}
+            Err(IoFail::Timeout) => {
+                ctx.stats.inc(Counter::ServerTimeout);
+                tracing::warn!("server response timed out");
+                let r = (outcome.bytes_out == 0).then_some(Refusal::new(504, "server did not answer in time"));
+                return Err(ReplyEnd::Failed(r));
+            }
+        }
+    }
+}
+
+fn parse_head(resp: &mut ResponseHead, sbuf: &IoBuf, ctx: &ReplyCtx<'_>) -> Result<Parse, ReplyEnd> {
+    if sbuf.is_empty() {
+        return Ok(Parse::Partial);
+    }
+    match resp.parse(sbuf.filled(), &ctx.limits, ctx.is_head) {
+        Ok(Parse::Partial) if sbuf.is_full() => Err(malformed(ctx, "response head too large")),
+        Ok(p) => Ok(p),
+        Err(e) => Err(malformed(ctx, e.reason())),
+    }
+}
+
+fn malformed(ctx: &ReplyCtx<'_>, why: &'static str) -> ReplyEnd {
+    ctx.stats.inc(Counter::BadResponse);
+    tracing::warn!(reason = why, "malformed response from server");
+    ReplyEnd::Failed(Some(Refusal::new(502, "malformed response from server")))
+}
+
+fn bad_gateway(ctx: &ReplyCtx<'_>, outcome: &Outcome, why: &'static str) -> ReplyEnd {
+    ctx.stats.inc(Counter::ServerAborted);
+    tracing::warn!(reason = why, "server aborted the response");
+    let r = (outcome.bytes_out == 0).then_some(Refusal::new(502, "server aborted the response"));
+    ReplyEnd::Failed(r)
+}
+
+async fn forward_interim<CW: AsyncWrite + Unpin>(
+    cw: &mut CW,
+    ctx: &ReplyCtx<'_>,
+    resp: &ResponseHead,
+    sbuf: &mut IoBuf,
+    outcome: &mut Outcome,
+) -> Result<(), ReplyEnd> {
+    // HTTP/1.0 clients do not understand 1xx (RFC 9110 §15.2): drop it for them.
+    if ctx.client_version == Version::Http11 {
+        let head = &sbuf.filled()[..resp.head_len];
+        let deadline = Instant::now() + ctx.client_timeout;
+        if write_all_parts(cw, &[head], deadline).await.is_err() {
+            return Err(ReplyEnd::Failed(None));
+        }
+        outcome.bytes_out += resp.head_len as u64;
+    }
+    sbuf.consume(resp.head_len);
+    Ok(())
+}
+
+async fn forward_upgrade<CW: AsyncWrite + Unpin>(
+    cw: &mut CW,
+    ctx: &ReplyCtx<'_>,
+    resp: &ResponseHead,
+    sbuf: &mut IoBuf,
+    out: &mut Vec<u8>,
+    outcome: &mut Outcome,
+) -> ReplyEnd {
+    if !ctx.upgrade_requested {
+        return malformed(ctx, "101 without an upgrade request");
+    }
+    let rw = ResponseRewrite { client_version: ctx.client_version, keep_alive: true, upgrade: true, dechunk: false };
+    out.clear();
+    write_response_head(sbuf.filled(), resp, &rw, out);
+    sbuf.consume(resp.head_len);
+    let deadline = Instant::now() + ctx.client_timeout;
+    if write_all_parts(cw, &[out], deadline).await.is_err() {
+        return ReplyEnd::Failed(None);
+    }
+    outcome.bytes_out += out.len() as u64;
+    ReplyEnd::Upgraded
+}
+
+/// Streams the body: the head in `out` leaves with the first body bytes in one write.
+#[allow(clippy::too_many_arguments)]
+async fn forward_body<SR, CW>(
+    sr: &mut SR,
+    cw: &mut CW,
+    ctx: &ReplyCtx<'_>,
+    kind: BodyKind,
+    dechunk: bool,
+    sbuf: &mut IoBuf,
+    out: &mut Vec<u8>,
+    outcome: &mut Outcome,
+) -> Result<(), ()>
+where
+    SR: AsyncRead + Unpin,
+    CW: AsyncWrite + Unpin,
+{
+    let mut scanner = BodyScanner::new(kind, u64::MAX);
+    let mut done = kind == BodyKind::None;
+    loop {
+        let (consumed, finished) = if done || sbuf.is_empty() {
+            (0, done)
+        } else {
+            let scan = if dechunk {
+                scanner.scan_data(sbuf.filled(), |d| out.extend_from_slice(d))
+            } else {
+                scanner.scan(sbuf.filled())
+            };
+            let scan = scan.map_err(|e| {
+                tracing::warn!(error = %e, "malformed response body from server");
+                ctx.stats.inc(Counter::BadResponse);
+            })?;
+            (scan.consumed, scan.done)
+        };
+        let body = if dechunk { &[][..] } else { &sbuf.filled()[..consumed] };
+        if !out.is_empty() || !body.is_empty() {
+            let deadline = Instant::now() + ctx.client_timeout;
+            write_all_parts(cw, &[out, body], deadline).await.map_err(|_| ())?;
+            outcome.bytes_out += (out.len() + body.len()) as u64;
+            out.clear();
+        }
+        sbuf.consume(consumed);
+        if finished {
+            return Ok(());
+        }
+        done = read_body_bytes(sr, sbuf, ctx, kind).await?;
+    }
+}
+
+/// Reads more body bytes; `Ok(true)` when a close-delimited body ended.
+async fn read_body_bytes<SR: AsyncRead + Unpin>(
+    sr: &mut SR,
+    sbuf: &mut IoBuf,
+    ctx: &ReplyCtx<'_>,
+    kind: BodyKind,
+) -> Result<bool, ()> {
+    match read_some(sr, sbuf, Instant::now() + ctx.server_timeout).await {
+        Ok(0) if kind == BodyKind::UntilClose => Ok(true),
+        Ok(0) | Err(IoFail::Io) => {
+            ctx.stats.inc(Counter::ServerAborted);
+            tracing::warn!("server closed in the middle of a response body");
+            Err(())
+        }
+        Ok(_) => Ok(false),
+        Err(IoFail::Timeout) => {
+            ctx.stats.inc(Counter::ServerTimeout);
+            Err(())
+        }
+    }
+}

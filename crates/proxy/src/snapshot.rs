@@ -1,0 +1,137 @@
+//! The runtime snapshot: everything a request needs from the configuration, built off the
+//! data path and swapped in atomically on reload (DESIGN.md §3). Requests load it once and
+//! finish on it, so a reload never changes a request in flight.
+//!
+//! Server runtimes (load counters, the maxconn semaphore, the pool key) are carried over
+//! from the previous snapshot when a server keeps its group, name and address, so counters
+//! and pooled connections survive reloads.
+
+use balance::SchedulerKind;
+use config::Config;
+use http1::HeadLimits;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+
+/// One server as the data path sees it.
+pub struct ServerRt {
+    /// Stable id: the key of this server's connection pools.
+    pub id: u64,
+    /// Name in its group.
+    pub name: String,
+    /// Address.
+    pub addr: SocketAddr,
+    /// Weight (from config).
+    pub weight: AtomicU32,
+    /// Requests in flight to this server, across workers (lc/wlc read it).
+    pub active: AtomicU32,
+    /// Requests waiting for a slot (maxconn reached).
+    pub queued: AtomicUsize,
+    /// `maxconn` slots; `None` = unlimited.
+    pub slots: Option<Arc<Semaphore>>,
+    maxconn: u32,
+}
+
+/// One group as the data path sees it.
+pub struct GroupRt {
+    /// Name.
+    pub name: String,
+    /// Scheduler used when no rule picks a server.
+    pub scheduler: SchedulerKind,
+    /// Servers in config order.
+    pub servers: Vec<Arc<ServerRt>>,
+}
+
+/// One listener's settings.
+pub struct ListenerRt {
+    /// Name.
+    pub name: String,
+    /// Index into `Snapshot::groups` of the default group.
+    pub default_group: usize,
+    /// Append the client address to X-Forwarded-For.
+    pub x_forwarded_for: bool,
+    /// Set X-Forwarded-Proto.
+    pub x_forwarded_proto: bool,
+}
+
+/// The whole runtime view of one config generation.
+pub struct Snapshot {
+    /// Increases by one per applied reload.
+    pub generation: u64,
+    /// The config it was built from.
+    pub config: Config,
+    /// Listeners, in config order.
+    pub listeners: Vec<ListenerRt>,
+    /// Groups, in config order.
+    pub groups: Vec<Arc<GroupRt>>,
+    /// Head limits derived from `[limits]`.
+    pub head_limits: HeadLimits,
+    /// Body limit (`u64::MAX` = unlimited).
+    pub max_body: u64,
+}
+
+static NEXT_SERVER_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Snapshot {
+    /// Builds a snapshot from a validated config, reusing server runtimes of `previous`.
+    pub fn build(config: Config, previous: Option<&Snapshot>, generation: u64) -> Snapshot {
+        let groups: Vec<Arc<GroupRt>> =
+            config.groups.iter().map(|g| Arc::new(build_group(g, previous))).collect();
+        let listeners = config
+            .listeners
+            .iter()
+            .map(|l| ListenerRt {
+                name: l.name.clone(),
+                // Validated by config: default_group names an existing group.
+                default_group: groups.iter().position(|g| g.name == l.default_group).unwrap_or(0),
+                x_forwarded_for: l.x_forwarded_for,
+                x_forwarded_proto: l.x_forwarded_proto,
+            })
+            .collect();
+        let limits = &config.limits;
+        let head_limits =
+            HeadLimits { max_head_bytes: limits.max_head_bytes, max_headers: limits.max_headers };
+        let max_body = if limits.max_body_bytes == 0 { u64::MAX } else { limits.max_body_bytes };
+        Snapshot { generation, listeners, groups, head_limits, max_body, config }
+    }
+
+    /// Group `index` (an index taken from this snapshot).
+    pub fn group(&self, index: usize) -> &Arc<GroupRt> {
+        &self.groups[index]
+    }
+}
+
+fn build_group(group: &config::Group, previous: Option<&Snapshot>) -> GroupRt {
+    let old = previous.and_then(|p| p.groups.iter().find(|g| g.name == group.name));
+    let servers = group
+        .servers
+        .iter()
+        .map(|s| {
+            let kept = old.and_then(|g| {
+                g.servers.iter().find(|o| o.name == s.name && o.addr == s.addr && o.maxconn == s.maxconn)
+            });
+            match kept {
+                Some(rt) => {
+                    rt.weight.store(s.weight, Ordering::Relaxed);
+                    Arc::clone(rt)
+                }
+                None => Arc::new(new_server(s)),
+            }
+        })
+        .collect();
+    GroupRt { name: group.name.clone(), scheduler: group.scheduler, servers }
+}
+
+fn new_server(s: &config::Server) -> ServerRt {
+    ServerRt {
+        id: NEXT_SERVER_ID.fetch_add(1, Ordering::Relaxed),
+        name: s.name.clone(),
+        addr: s.addr,
+        weight: AtomicU32::new(s.weight),
+        active: AtomicU32::new(0),
+        queued: AtomicUsize::new(0),
+        slots: (s.maxconn > 0).then(|| Arc::new(Semaphore::new(s.maxconn as usize))),
+        maxconn: s.maxconn,
+    }
+}

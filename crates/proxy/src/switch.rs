@@ -1,0 +1,173 @@
+//! The running switch: binds the listeners (one SO_REUSEPORT socket per worker), starts the
+//! workers, swaps config snapshots on reload, and shuts down gracefully.
+
+use crate::access_log::Sink;
+use crate::snapshot::Snapshot;
+use crate::stats::{Counter, Stats};
+use crate::worker::{self, Shared};
+use arc_swap::ArcSwap;
+use config::Config;
+use socket2::{Domain, Protocol, Socket, Type};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// Why a reload was refused (the running config stays as it was).
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// Listeners cannot change without a restart (their sockets are bound once).
+    #[error("listener '{0}' was added, removed or rebound; listeners change only on restart")]
+    ListenersChanged(String),
+}
+
+/// A running switch.
+pub struct Switch {
+    shared: Arc<Shared>,
+    addrs: Vec<(String, SocketAddr)>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Switch {
+    /// Binds every listener and starts the workers. Errors (address in use, bad access-log
+    /// path) are returned before anything runs.
+    pub fn start(config: Config) -> io::Result<Switch> {
+        let workers = worker_count(&config);
+        let (addrs, sockets) = bind_all(&config, workers)?;
+        let sinks = (0..workers).map(|_| open_sink(&config)).collect::<io::Result<Vec<_>>>()?;
+        let shared = Arc::new(Shared {
+            snapshot: ArcSwap::from_pointee(Snapshot::build(config, None, 0)),
+            stats: Stats::default(),
+            client_conns: AtomicUsize::new(0),
+            shutting_down: AtomicBool::new(false),
+            shutdown_notify: tokio::sync::Notify::new(),
+        });
+        let mut threads = Vec::with_capacity(workers);
+        for (i, (listeners, sink)) in sockets.into_iter().zip(sinks).enumerate() {
+            let shared = Arc::clone(&shared);
+            let t = std::thread::Builder::new()
+                .name(format!("cswitch-worker-{i}"))
+                .spawn(move || worker::run(shared, listeners, sink))?;
+            threads.push(t);
+        }
+        Ok(Switch { shared, addrs, threads: Mutex::new(threads) })
+    }
+
+    /// The address listener `name` is bound to (useful with port 0).
+    pub fn local_addr(&self, name: &str) -> Option<SocketAddr> {
+        self.addrs.iter().find(|(n, _)| n == name).map(|(_, a)| *a)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.shared.stats
+    }
+
+    /// The config in force.
+    pub fn config(&self) -> Config {
+        self.shared.snapshot.load().config.clone()
+    }
+
+    /// Applies a validated config: new requests use it, requests in flight finish on the
+    /// old one. Listener changes are refused (nothing changes then).
+    pub fn reload(&self, config: Config) -> Result<u64, ReloadError> {
+        let current = self.shared.snapshot.load_full();
+        if let Err(e) = same_listeners(&current.config, &config) {
+            self.shared.stats.inc(Counter::ReloadsFailed);
+            return Err(e);
+        }
+        let generation = current.generation + 1;
+        let next = Snapshot::build(config, Some(&current), generation);
+        self.shared.snapshot.store(Arc::new(next));
+        self.shared.stats.inc(Counter::Reloads);
+        Ok(generation)
+    }
+
+    /// Counts a reload refused before it reached the switch (e.g. an invalid file).
+    pub fn note_failed_reload(&self) {
+        self.shared.stats.inc(Counter::ReloadsFailed);
+    }
+
+    /// Stops accepting, lets in-flight requests finish within the grace period, and waits
+    /// for the workers to exit. Idempotent.
+    pub fn shutdown(&self) {
+        self.shared.shutting_down.store(true, Ordering::Release);
+        self.shared.shutdown_notify.notify_waiters();
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Switch {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn worker_count(config: &Config) -> usize {
+    match config.global.workers {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
+fn same_listeners(old: &Config, new: &Config) -> Result<(), ReloadError> {
+    let key = |c: &Config| c.listeners.iter().map(|l| (l.name.clone(), l.bind)).collect::<Vec<_>>();
+    let (a, b) = (key(old), key(new));
+    if a == b {
+        return Ok(());
+    }
+    let changed = b
+        .iter()
+        .find(|l| !a.contains(l))
+        .or_else(|| a.iter().find(|l| !b.contains(l)))
+        .map_or_else(String::new, |l| l.0.clone());
+    Err(ReloadError::ListenersChanged(changed))
+}
+
+type Bound = (Vec<(String, SocketAddr)>, Vec<Vec<std::net::TcpListener>>);
+
+/// One socket per (worker, listener). The first binds the configured address (port 0 picks
+/// one); the others bind the address it got, with SO_REUSEPORT so the kernel spreads
+/// connections over the workers.
+fn bind_all(config: &Config, workers: usize) -> io::Result<Bound> {
+    let mut per_worker: Vec<Vec<std::net::TcpListener>> = (0..workers).map(|_| Vec::new()).collect();
+    let mut addrs = Vec::new();
+    for l in &config.listeners {
+        let mut addr = l.bind;
+        for sockets in per_worker.iter_mut() {
+            let socket = bind_one(addr).map_err(|e| {
+                io::Error::new(e.kind(), format!("listener '{}' cannot bind {}: {e}", l.name, addr))
+            })?;
+            addr = socket.local_addr()?;
+            sockets.push(socket);
+        }
+        addrs.push((l.name.clone(), addr));
+    }
+    Ok((addrs, per_worker))
+}
+
+fn bind_one(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(4096)?;
+    Ok(socket.into())
+}
+
+fn open_sink(config: &Config) -> io::Result<Sink> {
+    match &config.access_log.path {
+        None => Ok(Sink::Stdout),
+        Some(path) => {
+            let file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| {
+                io::Error::new(e.kind(), format!("access log {}: {e}", path.display()))
+            })?;
+            Ok(Sink::File(file))
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! A worker: one thread, one single-threaded tokio runtime, its own SO_REUSEPORT listening
+//! sockets, connection pools, buffers and scheduler state (DESIGN.md §4). Nothing here is
+//! shared with other workers except [`Shared`] (snapshot, counters, shutdown).
+
+use crate::access_log::{AccessLog, Sink};
+use crate::buf::BufPool;
+use crate::pool::Pools;
+use crate::session;
+use crate::snapshot::Snapshot;
+use crate::stats::{Counter, Stats};
+use arc_swap::ArcSwap;
+use balance::{Candidate, Scheduler};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+/// State shared by all workers and the control thread.
+pub struct Shared {
+    /// Current config generation.
+    pub snapshot: ArcSwap<Snapshot>,
+    /// Counters.
+    pub stats: Stats,
+    /// Client connections open, all workers.
+    pub client_conns: AtomicUsize,
+    /// Set once on SIGTERM / shutdown.
+    pub shutting_down: AtomicBool,
+    /// Woken once when `shutting_down` is set.
+    pub shutdown_notify: Notify,
+}
+
+/// Per-worker state; lives in an `Rc` on the worker's thread.
+pub struct Worker {
+    /// Shared state.
+    pub shared: Arc<Shared>,
+    /// Idle server connections.
+    pub pools: Pools,
+    /// Connection buffers.
+    pub bufs: BufPool,
+    /// Per-request scratch space (heads, output buffer, server buffer).
+    pub scratch: RefCell<Vec<session::Scratch>>,
+    /// Scheduler per group, for the snapshot generation in `.0`.
+    pub schedulers: RefCell<(u64, Vec<Box<dyn Scheduler>>)>,
+    /// Reused candidate list for picks.
+    pub candidates: RefCell<Vec<Candidate>>,
+    /// Access log (used when the snapshot says it is enabled).
+    pub log: AccessLog,
+    /// Sessions open on this worker.
+    pub sessions: Cell<usize>,
+    /// Woken when shutdown starts (sessions idle on keep-alive close at once).
+    pub shutdown: Notify,
+    /// Woken whenever a session ends (the shutdown waits for the count to reach zero).
+    pub session_ended: Notify,
+}
+
+impl Worker {
+    fn new(shared: Arc<Shared>, sink: Sink) -> Worker {
+        let snap = shared.snapshot.load();
+        let limits = &snap.config.limits;
+        // A head must fit in one buffer, so the buffer is at least the head limit.
+        let buf_size = limits.buffer_bytes.max(limits.max_head_bytes + 1);
+        Worker {
+            pools: Pools::new(limits.pool_idle_per_server),
+            bufs: BufPool::new(buf_size, 1024),
+            scratch: RefCell::new(Vec::new()),
+            schedulers: RefCell::new((u64::MAX, Vec::new())),
+            candidates: RefCell::new(Vec::new()),
+            log: AccessLog::new(sink),
+            sessions: Cell::new(0),
+            shutdown: Notify::new(),
+            session_ended: Notify::new(),
+            shared: Arc::clone(&shared),
+        }
+    }
+
+    /// True once shutdown has begun.
+    pub fn shutting_down(&self) -> bool {
+        self.shared.shutting_down.load(Ordering::Acquire)
+    }
+}
+
+/// Runs one worker until shutdown completes. `listeners[i]` serves snapshot listener `i`.
+pub fn run(shared: Arc<Shared>, listeners: Vec<std::net::TcpListener>, sink: Sink) {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "worker runtime failed to start");
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let worker = Rc::new(Worker::new(shared, sink));
+        for (index, l) in listeners.into_iter().enumerate() {
+            match TcpListener::from_std(l) {
+                Ok(l) => drop(tokio::task::spawn_local(accept_loop(Rc::clone(&worker), l, index))),
+                Err(e) => tracing::error!(error = %e, "listener registration failed"),
+            }
+        }
+        tokio::task::spawn_local(housekeeping(Rc::clone(&worker)));
+        wait_for_shutdown(&worker).await;
+        worker.log.flush();
+    });
+}
+
+async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = worker.shutdown.notified() => return,
+        };
+        let (stream, peer) = match accepted {
+            Ok(pair) => pair,
+            Err(e) => {
+                // EMFILE and friends: back off briefly instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        if !admit(&worker) {
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        tokio::task::spawn_local(session::serve(Rc::clone(&worker), stream, peer, index));
+    }
+}
+
+/// Admission control at accept (seed 003 §2.2): over the connection limit, close at once.
+fn admit(worker: &Worker) -> bool {
+    let shared = &worker.shared;
+    let max = shared.snapshot.load().config.limits.max_client_connections;
+    let open = shared.client_conns.fetch_add(1, Ordering::AcqRel);
+    if open >= max {
+        shared.client_conns.fetch_sub(1, Ordering::AcqRel);
+        shared.stats.inc(Counter::RefusedConnLimit);
+        tracing::warn!(open, max, "client connection refused: max_client_connections reached");
+        return false;
+    }
+    shared.stats.inc(Counter::Accepted);
+    true
+}
+
+/// Flushes the access log and sweeps the pools, periodically.
+async fn housekeeping(worker: Rc<Worker>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut ticks = 0u32;
+    loop {
+        tick.tick().await;
+        worker.log.flush();
+        ticks = ticks.wrapping_add(1);
+        if ticks % 4 == 0 {
+            let snap = worker.shared.snapshot.load();
+            let live = |id: u64| snap.groups.iter().any(|g| g.servers.iter().any(|s| s.id == id));
+            worker.pools.sweep(snap.config.timeouts.pool_idle, live);
+        }
+    }
+}
+
+/// Waits for the shutdown signal, stops accepting, lets sessions finish within the grace
+/// period, then returns (remaining sessions are dropped with the runtime).
+async fn wait_for_shutdown(worker: &Rc<Worker>) {
+    loop {
+        let notified = worker.shared.shutdown_notify.notified();
+        if worker.shutting_down() {
+            break;
+        }
+        notified.await;
+    }
+    worker.shutdown.notify_waiters();
+    let grace = worker.shared.snapshot.load().config.global.grace_period;
+    let drained = async {
+        while worker.sessions.get() > 0 {
+            worker.session_ended.notified().await;
+        }
+    };
+    if tokio::time::timeout(grace, drained).await.is_err() {
+        tracing::warn!(left = worker.sessions.get(), "grace period over; closing sessions");
+    }
+}
