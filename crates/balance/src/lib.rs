@@ -8,6 +8,16 @@
 //! A scheduler instance is owned by one worker thread (`&mut self`, no locks). Shared
 //! load (in-flight requests) reaches it through the candidates, which the proxy fills
 //! from atomics shared by all workers.
+//!
+//! Layout: `rr.rs` round robin (and the eligibility test all share), `wrr.rs` smooth
+//! weighted round robin, `lc.rs` least connections (and the tie-rotating scan),
+//! `wlc.rs` weighted least connections. Every scheduler skips servers that are unusable
+//! or have weight 0, returns `None` when none is left, and never allocates in `pick`.
+
+mod lc;
+mod rr;
+mod wlc;
+mod wrr;
 
 /// What a scheduler knows about one server of a group at the moment of a pick.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +79,13 @@ impl SchedulerKind {
 
     /// A fresh scheduler of this kind.
     pub fn build(&self) -> Box<dyn Scheduler> {
-        todo!("balance helper")
+        match self {
+            SchedulerKind::RoundRobin => Box::new(rr::RoundRobin::default()),
+            SchedulerKind::WeightedRoundRobin => Box::new(wrr::WeightedRoundRobin::default()),
+            SchedulerKind::LeastConnections => Box::new(lc::LeastConnections::default()),
+            SchedulerKind::WeightedLeastConnections => {
+                Box::new(wlc::WeightedLeastConnections::default())
+            }
+        }
     }
 }

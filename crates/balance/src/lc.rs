@@ -1,0 +1,80 @@
+//! Least connections: the eligible server with the fewest requests in flight.
+//!
+//! Also holds [`pick_least`], the tie-breaking scan that weighted least connections
+//! shares: equal servers take turns, so an idle group is spread like round robin instead
+//! of piling every request on the first server.
+
+use std::cmp::Ordering;
+
+use crate::rr::eligible;
+use crate::{Candidate, Scheduler};
+
+/// Least connections with round-robin tie-breaking.
+#[derive(Debug, Default)]
+pub(crate) struct LeastConnections {
+    /// Where the next scan starts; moves past each pick so ties rotate.
+    next: usize,
+}
+
+impl Scheduler for LeastConnections {
+    fn pick(&mut self, servers: &[Candidate]) -> Option<usize> {
+        pick_least(servers, &mut self.next, |a, b| a.active.cmp(&b.active))
+    }
+}
+
+/// The eligible server that `cmp` orders first, scanning from `*next` round the slice so
+/// the first of several equal servers is the one after the previous pick.
+/// Advances `*next` past the pick.
+pub(crate) fn pick_least(
+    servers: &[Candidate],
+    next: &mut usize,
+    cmp: impl Fn(&Candidate, &Candidate) -> Ordering,
+) -> Option<usize> {
+    let n = servers.len();
+    let mut best: Option<usize> = None;
+    for i in (0..n).map(|step| (*next + step) % n) {
+        if !eligible(&servers[i]) {
+            continue;
+        }
+        match best {
+            Some(b) if cmp(&servers[i], &servers[b]) != Ordering::Less => {}
+            _ => best = Some(i),
+        }
+    }
+    let b = best?;
+    *next = b + 1;
+    Some(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn up(active: u32) -> Candidate {
+        Candidate {
+            weight: 1,
+            active,
+            usable: true,
+        }
+    }
+
+    #[test]
+    fn fewest_active_wins_and_ties_rotate() {
+        let mut s = LeastConnections::default();
+        assert_eq!(s.pick(&[up(3), up(1), up(2)]), Some(1));
+        let idle = [up(0), up(0), up(0)];
+        let picks: Vec<_> = (0..4).filter_map(|_| s.pick(&idle)).collect();
+        assert_eq!(picks, [2, 0, 1, 2]);
+    }
+
+    #[test]
+    fn ignores_unusable_and_zero_weight() {
+        let mut s = LeastConnections::default();
+        let mut servers = [up(0), up(0), up(9)];
+        servers[0].usable = false;
+        servers[1].weight = 0;
+        assert_eq!(s.pick(&servers), Some(2));
+        servers[2].usable = false;
+        assert_eq!(s.pick(&servers), None);
+    }
+}
