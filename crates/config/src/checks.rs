@@ -1,0 +1,84 @@
+//! Checks across entries, run once every listener and group is read: unique names, unique
+//! bind addresses, and `default_group` naming a group that exists.
+
+use crate::diag::Sink;
+use crate::entries::{GroupDraft, ListenerDraft};
+use crate::suggest;
+use crate::walk::Located;
+use std::net::SocketAddr;
+
+pub(crate) fn run(listeners: &[ListenerDraft], groups: &[GroupDraft], sink: &mut Sink) {
+    unique(sink, "listener", "", listeners.iter().filter_map(|l| l.name.as_ref()));
+    unique(sink, "group", "", groups.iter().filter_map(|g| g.name.as_ref()));
+    for group in groups {
+        let servers = group.servers.iter().filter_map(|s| s.name.as_ref());
+        let within = match &group.name {
+            Some(name) => format!(" in group `{}`", name.value),
+            None => " in this group".to_string(),
+        };
+        unique(sink, "server", &within, servers);
+    }
+    binds(sink, listeners);
+    references(sink, listeners, groups);
+}
+
+/// Reports every name that repeats an earlier one, at the repeat.
+fn unique<'a>(sink: &mut Sink, what: &str, within: &str, names: impl Iterator<Item = &'a Located<String>>) {
+    let mut seen: Vec<&Located<String>> = Vec::new();
+    for name in names {
+        if let Some(first) = seen.iter().find(|s| s.value == name.value) {
+            let message = format!("duplicate {what} name `{}`{within}", name.value);
+            let line = sink.line_of(&first.span);
+            let hint = Some(format!("`{}` is already used on line {line}; names must be unique", name.value));
+            sink.error(&name.span, &name.key, message, hint);
+        } else {
+            seen.push(name);
+        }
+    }
+}
+
+/// Two listeners cannot bind the same address, nor the same port where one of them binds
+/// the wildcard address of that family: the second bind would fail at start, or (with
+/// SO_REUSEPORT) silently share the socket's traffic with the first.
+fn binds(sink: &mut Sink, listeners: &[ListenerDraft]) {
+    let binds: Vec<&Located<SocketAddr>> = listeners.iter().filter_map(|l| l.bind.as_ref()).collect();
+    for (i, bind) in binds.iter().enumerate() {
+        let Some(first) = binds[..i].iter().find(|b| overlaps(b.value, bind.value)) else {
+            continue;
+        };
+        let line = sink.line_of(&first.span);
+        let message = if first.value == bind.value {
+            format!("duplicate bind address {}", bind.value)
+        } else {
+            format!("bind address {} overlaps {}", bind.value, first.value)
+        };
+        let hint = Some(format!("{} is already bound on line {line}; use another port", first.value));
+        sink.error(&bind.span, &bind.key, message, hint);
+    }
+}
+
+fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {
+    // Port 0 asks the OS for a free port, so such listeners never collide.
+    if a.port() != b.port() || a.port() == 0 || a.is_ipv4() != b.is_ipv4() {
+        return false;
+    }
+    a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified()
+}
+
+/// Every listener's `default_group` must name a group.
+fn references(sink: &mut Sink, listeners: &[ListenerDraft], groups: &[GroupDraft]) {
+    let names: Vec<&str> = groups.iter().filter_map(|g| g.name.as_ref().map(|n| n.value.as_str())).collect();
+    for wanted in listeners.iter().filter_map(|l| l.default_group.as_ref()) {
+        if names.contains(&wanted.value.as_str()) {
+            continue;
+        }
+        let message = format!("default_group `{}` names no [[group]]", wanted.value);
+        let hint = suggest::hint(&wanted.value, names.iter().copied()).or_else(|| {
+            Some(match names.is_empty() {
+                true => format!("add a [[group]] named `{}`", wanted.value),
+                false => format!("groups defined: {}", names.join(", ")),
+            })
+        });
+        sink.error(&wanted.span, &wanted.key, message, hint);
+    }
+}

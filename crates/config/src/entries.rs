@@ -1,0 +1,202 @@
+//! The repeated sections: `[[listener]]` and `[[group]]` (with its servers).
+//!
+//! Each entry is read into a draft that keeps the spans of its names and addresses, because
+//! the checks across entries (duplicates, `default_group` references) run after all of them
+//! are read and must point at the offending value.
+
+use crate::diag::Sink;
+use crate::sections::{home_of, GROUP_KEYS, LISTENER_KEYS, SERVER_KEYS};
+use crate::walk::{Located, Table};
+use crate::{addr, suggest, Group, Listener, Protocol, Server};
+use balance::SchedulerKind;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// A `[[listener]]` as read; required fields are `None` when missing or invalid (reported).
+pub(crate) struct ListenerDraft {
+    pub(crate) name: Option<Located<String>>,
+    pub(crate) bind: Option<Located<SocketAddr>>,
+    pub(crate) default_group: Option<Located<String>>,
+    protocol: Protocol,
+    rules: Option<PathBuf>,
+    x_forwarded_for: bool,
+    x_forwarded_proto: bool,
+}
+
+impl ListenerDraft {
+    /// The validated listener; `None` only when an error was already reported.
+    pub(crate) fn build(self) -> Option<Listener> {
+        Some(Listener {
+            name: self.name?.value,
+            bind: self.bind?.value,
+            protocol: self.protocol,
+            default_group: self.default_group?.value,
+            rules: self.rules,
+            x_forwarded_for: self.x_forwarded_for,
+            x_forwarded_proto: self.x_forwarded_proto,
+        })
+    }
+}
+
+/// A `[[group]]` as read.
+pub(crate) struct GroupDraft {
+    pub(crate) name: Option<Located<String>>,
+    scheduler: SchedulerKind,
+    pub(crate) servers: Vec<ServerDraft>,
+}
+
+impl GroupDraft {
+    /// The validated group; `None` only when an error was already reported.
+    pub(crate) fn build(self) -> Option<Group> {
+        let servers: Option<Vec<Server>> = self.servers.into_iter().map(ServerDraft::build).collect();
+        Some(Group { name: self.name?.value, scheduler: self.scheduler, servers: servers? })
+    }
+}
+
+/// One server of a group, as read.
+pub(crate) struct ServerDraft {
+    pub(crate) name: Option<Located<String>>,
+    addr: Option<Located<SocketAddr>>,
+    weight: u32,
+    maxconn: u32,
+}
+
+impl ServerDraft {
+    fn build(self) -> Option<Server> {
+        Some(Server {
+            name: self.name?.value,
+            addr: self.addr?.value,
+            weight: self.weight,
+            maxconn: self.maxconn,
+        })
+    }
+}
+
+pub(crate) fn listener(t: &Table, sink: &mut Sink, base: &Path) -> ListenerDraft {
+    t.reject_unknown(sink, LISTENER_KEYS, home_of);
+    let name = name(t, sink, "\"web\"");
+    let bind = socket_addr(t, sink, "bind", "\"127.0.0.1:8080\"", addr::parse_bind);
+    let default_group = t.required_string(sink, "default_group", "\"web\"");
+    ListenerDraft {
+        name,
+        bind,
+        default_group: default_group.map(owned),
+        protocol: protocol(t, sink),
+        rules: rules(t, sink, base),
+        x_forwarded_for: t.bool_or(sink, "x_forwarded_for", true),
+        x_forwarded_proto: t.bool_or(sink, "x_forwarded_proto", true),
+    }
+}
+
+fn protocol(t: &Table, sink: &mut Sink) -> Protocol {
+    let Some(p) = t.string(sink, "protocol") else {
+        return Protocol::Http;
+    };
+    if p.value != "http" {
+        let message = format!("protocol `{}` is not supported; supported now: http", p.value);
+        let hint = Some("write `protocol = \"http\"` or leave it out".to_string());
+        sink.error(&p.span, &p.key, message, hint);
+    }
+    Protocol::Http
+}
+
+/// The rule file, resolved against the config file's directory; whether it exists is the
+/// rules engine's check, made when it compiles the file.
+fn rules(t: &Table, sink: &mut Sink, base: &Path) -> Option<PathBuf> {
+    let rules = t.string(sink, "rules")?;
+    if rules.value.is_empty() {
+        let hint = Some("name a rule file, or remove `rules` to send everything to default_group".into());
+        sink.error(&rules.span, &rules.key, "`rules` is empty", hint);
+        return None;
+    }
+    Some(base.join(rules.value))
+}
+
+pub(crate) fn group(t: &Table, sink: &mut Sink) -> GroupDraft {
+    t.reject_unknown(sink, GROUP_KEYS, home_of);
+    let name = name(t, sink, "\"web\"");
+    let servers = servers(t, sink, name.as_ref());
+    GroupDraft { name, scheduler: scheduler(t, sink), servers }
+}
+
+fn scheduler(t: &Table, sink: &mut Sink) -> SchedulerKind {
+    let default = SchedulerKind::WeightedLeastConnections;
+    let Some(s) = t.string(sink, "scheduler") else {
+        return default;
+    };
+    SchedulerKind::from_name(s.value).unwrap_or_else(|| {
+        let valid = SchedulerKind::NAMES.join(", ");
+        let message = format!("unknown scheduler `{}`; valid: {valid}", s.value);
+        let hint = suggest::hint(s.value, SchedulerKind::NAMES.iter().copied());
+        sink.error(&s.span, &s.key, message, hint);
+        default
+    })
+}
+
+const SERVERS_SHAPE: &str = "write servers = [ { name = \"s1\", addr = \"127.0.0.1:9001\" }, … ]";
+
+fn servers(t: &Table, sink: &mut Sink, group: Option<&Located<String>>) -> Vec<ServerDraft> {
+    if !t.has("servers") {
+        t.missing(sink, "servers", "[ { name = \"s1\", addr = \"127.0.0.1:9001\" } ]");
+        return Vec::new();
+    }
+    let entries = t.entries(sink, "servers", SERVERS_SHAPE);
+    if t.is_empty_array("servers") {
+        let which = group.map_or(String::new(), |g| format!(" `{}`", g.value));
+        let message = format!("group{which} has no servers; a group needs at least one");
+        let span = t.value_span("servers");
+        sink.error(&span, &t.key_path("servers"), message, Some(SERVERS_SHAPE.into()));
+    }
+    entries.iter().map(|s| server(s, sink)).collect()
+}
+
+fn server(t: &Table, sink: &mut Sink) -> ServerDraft {
+    t.reject_unknown(sink, SERVER_KEYS, home_of);
+    let int = |sink: &mut Sink, key, default, max| {
+        u32::try_from(t.int_or(sink, key, default, 0..=max)).unwrap_or(0)
+    };
+    ServerDraft {
+        name: name(t, sink, "\"s1\""),
+        addr: socket_addr(t, sink, "addr", "\"127.0.0.1:9001\"", addr::parse_server),
+        weight: int(sink, "weight", 1, 1_000_000),
+        maxconn: int(sink, "maxconn", 0, 1_000_000),
+    }
+}
+
+/// A required `name`. Names appear in logs, metrics labels and the admin API's paths, so
+/// they are kept to characters that need no quoting in any of them.
+fn name(t: &Table, sink: &mut Sink, example: &str) -> Option<Located<String>> {
+    let name = t.required_string(sink, "name", example)?;
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if name.value.is_empty() || !name.value.chars().all(allowed) {
+        let message = match name.value {
+            "" => "`name` is empty".to_string(),
+            other => format!("name `{other}` may only use letters, digits, '-', '_' and '.'"),
+        };
+        let hint = Some(format!("write e.g. name = {example}"));
+        sink.error(&name.span, &name.key, message, hint);
+        return None;
+    }
+    Some(owned(name))
+}
+
+fn socket_addr(
+    t: &Table,
+    sink: &mut Sink,
+    key: &str,
+    example: &str,
+    parse: fn(&str) -> Result<SocketAddr, addr::AddrError>,
+) -> Option<Located<SocketAddr>> {
+    let text = t.required_string(sink, key, example)?;
+    match parse(text.value) {
+        Ok(value) => Some(Located { value, span: text.span, key: text.key }),
+        Err(e) => {
+            sink.error(&text.span, &text.key, e.message, e.hint);
+            None
+        }
+    }
+}
+
+fn owned(s: Located<&str>) -> Located<String> {
+    Located { value: s.value.to_string(), span: s.span, key: s.key }
+}

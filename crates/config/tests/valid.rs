@@ -1,0 +1,292 @@
+//! Configs that load: every key written, only the required ones, and the shipped examples.
+#![allow(clippy::unwrap_used)] // in tests a panic is the failure report
+
+use balance::SchedulerKind;
+use cswitch_config::{
+    load, parse, AccessLog, Config, Global, Group, Limits, Listener, LogFormat, Protocol, Server, Timeouts,
+};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const FULL: &str = r#"
+[global]
+workers = 4
+grace_period = "1m30s"
+
+[access_log]
+enabled = false
+format = "json"
+path = "logs/access.log"
+
+[limits]
+max_client_connections = 500
+max_head_bytes = 8192
+max_headers = 50
+max_body_bytes = 0
+max_queue = 10
+retries = 1
+pool_idle_per_server = 8
+buffer_bytes = 4096
+
+[timeouts]
+client_head = "5s"
+client_idle = "30s"
+client_io = "20s"
+server_connect = "250ms"
+server_response = "2m"
+queue = "1s"
+tunnel_idle = "2h"
+pool_idle = "10s"
+
+[[listener]]
+name = "web"
+bind = "127.0.0.1:8080"
+protocol = "http"
+default_group = "web"
+rules = "web.rules"
+x_forwarded_for = false
+x_forwarded_proto = false
+
+[[listener]]
+name = "admin"
+bind = "[::1]:0"
+default_group = "static"
+rules = "/etc/cswitch/admin.rules"
+
+[[group]]
+name = "web"
+scheduler = "wrr"
+servers = [
+  { name = "s1", addr = "127.0.0.1:9001", weight = 2, maxconn = 100 },
+  { name = "s2", addr = "127.0.0.1:9002" },
+]
+
+[[group]]
+name = "static"
+[[group.servers]]
+name = "st1"
+addr = "10.0.0.7:80"
+weight = 0
+"#;
+
+fn server(name: &str, addr: &str, weight: u32, maxconn: u32) -> Server {
+    Server { name: name.into(), addr: addr.parse().unwrap(), weight, maxconn }
+}
+
+fn listener(name: &str, bind: &str, group: &str) -> Listener {
+    Listener {
+        name: name.into(),
+        bind: bind.parse().unwrap(),
+        protocol: Protocol::Http,
+        default_group: group.into(),
+        rules: None,
+        x_forwarded_for: true,
+        x_forwarded_proto: true,
+    }
+}
+
+fn expected_full() -> Config {
+    let secs = Duration::from_secs;
+    Config {
+        source: PathBuf::from("/etc/cswitch/cswitch.toml"),
+        global: Global { workers: 4, grace_period: secs(90) },
+        access_log: AccessLog {
+            enabled: false,
+            format: LogFormat::Json,
+            path: Some(PathBuf::from("/etc/cswitch/logs/access.log")),
+        },
+        limits: Limits {
+            max_client_connections: 500,
+            max_head_bytes: 8192,
+            max_headers: 50,
+            max_body_bytes: 0,
+            max_queue: 10,
+            retries: 1,
+            pool_idle_per_server: 8,
+            buffer_bytes: 4096,
+        },
+        timeouts: Timeouts {
+            client_head: secs(5),
+            client_idle: secs(30),
+            client_io: secs(20),
+            server_connect: Duration::from_millis(250),
+            server_response: secs(120),
+            queue: secs(1),
+            tunnel_idle: secs(7200),
+            pool_idle: secs(10),
+        },
+        listeners: vec![
+            Listener {
+                rules: Some(PathBuf::from("/etc/cswitch/web.rules")),
+                x_forwarded_for: false,
+                x_forwarded_proto: false,
+                ..listener("web", "127.0.0.1:8080", "web")
+            },
+            Listener {
+                rules: Some(PathBuf::from("/etc/cswitch/admin.rules")),
+                ..listener("admin", "[::1]:0", "static")
+            },
+        ],
+        groups: vec![
+            Group {
+                name: "web".into(),
+                scheduler: SchedulerKind::WeightedRoundRobin,
+                servers: vec![server("s1", "127.0.0.1:9001", 2, 100), server("s2", "127.0.0.1:9002", 1, 0)],
+            },
+            Group {
+                name: "static".into(),
+                scheduler: SchedulerKind::WeightedLeastConnections,
+                servers: vec![server("st1", "10.0.0.7:80", 0, 0)],
+            },
+        ],
+    }
+}
+
+#[test]
+fn full_config_parses_to_the_expected_values() {
+    let config = parse(FULL, Path::new("/etc/cswitch/cswitch.toml")).unwrap();
+    assert_eq!(config, expected_full());
+}
+
+const MINIMAL: &str = r#"
+[[listener]]
+name = "web"
+bind = "127.0.0.1:8080"
+default_group = "web"
+
+[[group]]
+name = "web"
+servers = [{ name = "s1", addr = "127.0.0.1:9001" }]
+"#;
+
+#[test]
+fn minimal_config_gets_every_default() {
+    let config = parse(MINIMAL, Path::new("cswitch.toml")).unwrap();
+    let secs = Duration::from_secs;
+    let expected = Config {
+        source: PathBuf::from("cswitch.toml"),
+        global: Global { workers: 0, grace_period: secs(30) },
+        access_log: AccessLog { enabled: true, format: LogFormat::Text, path: None },
+        limits: Limits {
+            max_client_connections: 10_000,
+            max_head_bytes: 16_384,
+            max_headers: 100,
+            max_body_bytes: 1 << 30,
+            max_queue: 100,
+            retries: 2,
+            pool_idle_per_server: 64,
+            buffer_bytes: 16_384,
+        },
+        timeouts: Timeouts {
+            client_head: secs(10),
+            client_idle: secs(60),
+            client_io: secs(60),
+            server_connect: secs(5),
+            server_response: secs(60),
+            queue: secs(5),
+            tunnel_idle: secs(3600),
+            pool_idle: secs(30),
+        },
+        listeners: vec![listener("web", "127.0.0.1:8080", "web")],
+        groups: vec![Group {
+            name: "web".into(),
+            scheduler: SchedulerKind::WeightedLeastConnections,
+            servers: vec![server("s1", "127.0.0.1:9001", 1, 0)],
+        }],
+    };
+    assert_eq!(config, expected);
+}
+
+#[test]
+fn empty_sections_and_inline_sections_take_defaults() {
+    let text = format!("timeouts = {{ queue = \"2s\" }}\n[global]\n[limits]\n{MINIMAL}");
+    let config = parse(&text, Path::new("c.toml")).unwrap();
+    let defaults = parse(MINIMAL, Path::new("c.toml")).unwrap();
+    assert_eq!(config.global, defaults.global);
+    assert_eq!(config.limits, defaults.limits);
+    assert_eq!(config.timeouts.queue, Duration::from_secs(2));
+    assert_eq!(config.timeouts.pool_idle, defaults.timeouts.pool_idle);
+}
+
+#[test]
+fn rules_path_without_a_directory_stays_relative() {
+    let text = MINIMAL.replace("default_group", "rules = \"web.rules\"\ndefault_group");
+    let config = parse(&text, Path::new("cswitch.toml")).unwrap();
+    assert_eq!(config.listeners[0].rules, Some(PathBuf::from("web.rules")));
+}
+
+fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(name)
+}
+
+#[test]
+fn shipped_example_loads() {
+    let config = match load(&example("cswitch.toml")) {
+        Ok(config) => config,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(config.listeners.len(), 1);
+    assert_eq!(config.listeners[0].bind, "127.0.0.1:8080".parse().unwrap());
+    let names: Vec<&str> = config.groups.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(names, ["web", "static"]);
+    assert_eq!(config.groups[0].scheduler, SchedulerKind::WeightedLeastConnections);
+    assert_eq!(config.groups[0].servers.len(), 3);
+    assert_eq!(config.groups[1].scheduler, SchedulerKind::RoundRobin);
+}
+
+#[test]
+fn demo_config_loads() {
+    let config = match load(&example("demo.toml")) {
+        Ok(config) => config,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(config.listeners, vec![listener("web", "127.0.0.1:8080", "web")]);
+    let group = &config.groups[0];
+    assert_eq!(group.scheduler, SchedulerKind::WeightedLeastConnections);
+    let addrs: Vec<String> = group.servers.iter().map(|s| s.addr.to_string()).collect();
+    assert_eq!(addrs, ["127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9003"]);
+}
+
+#[test]
+fn example_documents_every_key() {
+    let docs = std::fs::read_to_string(example("../docs/config.md")).unwrap();
+    let example = std::fs::read_to_string(example("cswitch.toml")).unwrap();
+    for key in [
+        "workers",
+        "grace_period",
+        "enabled",
+        "format",
+        "path",
+        "max_client_connections",
+        "max_head_bytes",
+        "max_headers",
+        "max_body_bytes",
+        "max_queue",
+        "retries",
+        "pool_idle_per_server",
+        "buffer_bytes",
+        "client_head",
+        "client_idle",
+        "client_io",
+        "server_connect",
+        "server_response",
+        "queue",
+        "tunnel_idle",
+        "pool_idle",
+        "name",
+        "bind",
+        "protocol",
+        "default_group",
+        "rules",
+        "x_forwarded_for",
+        "x_forwarded_proto",
+        "scheduler",
+        "servers",
+        "addr",
+        "weight",
+        "maxconn",
+    ] {
+        assert!(docs.contains(&format!("`{key}`")), "docs/config.md lacks `{key}`");
+        assert!(example.contains(&format!("{key} =")), "example lacks {key}");
+    }
+}
