@@ -246,7 +246,10 @@ mod tests {
     fn text_and_json_lines() {
         let mut t = String::new();
         write_text(&mut t, &record());
-        assert!(t.ends_with(" 127.0.0.1:5000 web - web s1 \"GET /a\"b\" 200 10 20 ttfb=- total=1.500ms\n"), "{t}");
+        assert!(
+            t.ends_with(" 127.0.0.1:5000 web - web s1 \"GET /a\"b\" 200 10 20 ttfb=- total=1.500ms\n"),
+            "{t}"
+        );
         let mut j = String::new();
         write_json(&mut j, &record());
         assert!(j.contains("\"target\":\"/a\\\"b\""), "{j}");

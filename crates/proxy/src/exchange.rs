@@ -57,6 +57,9 @@ pub async fn run(
     outcome: &mut Outcome,
 ) -> Exchange {
     let Some(cbuf) = client.buf.as_mut() else { return Exchange::Failed(None) };
+    // The scratch space is recycled: nothing read from an earlier server may leak into this
+    // exchange (an aborted response can leave bytes behind).
+    scratch.sbuf.clear();
     let timeouts = &snap.config.timeouts;
     let mut body = BodyScanner::new(scratch.req.body, snap.max_body);
     let first = match body.scan(cbuf.filled()) {

@@ -60,7 +60,6 @@ impl Pools {
             list.retain(|c| now.duration_since(c.since) < max_idle && still_open(&c.stream));
         }
     }
-
 }
 
 /// An idle connection is usable when it has nothing to read: readable means the server

@@ -89,14 +89,18 @@ where
     }
     let dechunk = resp.body == BodyKind::Chunked && ctx.client_version == Version::Http10;
     let keep_client = ctx.client_keep_alive && resp.body != BodyKind::UntilClose && !dechunk;
-    let rw = ResponseRewrite { client_version: ctx.client_version, keep_alive: keep_client, upgrade: false, dechunk };
+    let rw = ResponseRewrite {
+        client_version: ctx.client_version,
+        keep_alive: keep_client,
+        upgrade: false,
+        dechunk,
+    };
     out.clear();
     write_response_head(sbuf.filled(), resp, &rw, out);
     sbuf.consume(resp.head_len);
     match forward_body(sr, cw, ctx, resp.body, dechunk, sbuf, out, outcome).await {
         Ok(()) => {
-            let server_reusable =
-                resp.keep_alive && resp.body != BodyKind::UntilClose && sbuf.is_empty();
+            let server_reusable = resp.keep_alive && resp.body != BodyKind::UntilClose && sbuf.is_empty();
             ReplyEnd::Complete { server_reusable, keep_client }
         }
         Err(()) => ReplyEnd::Failed(None),
@@ -135,7 +139,8 @@ where
             Err(IoFail::Timeout) => {
                 ctx.stats.inc(Counter::ServerTimeout);
                 tracing::warn!("server response timed out");
-                let r = (outcome.bytes_out == 0).then_some(Refusal::new(504, "server did not answer in time"));
+                let r =
+                    (outcome.bytes_out == 0).then_some(Refusal::new(504, "server did not answer in time"));
                 return Err(ReplyEnd::Failed(r));
             }
         }
@@ -197,7 +202,12 @@ async fn forward_upgrade<CW: AsyncWrite + Unpin>(
     if !ctx.upgrade_requested {
         return malformed(ctx, "101 without an upgrade request");
     }
-    let rw = ResponseRewrite { client_version: ctx.client_version, keep_alive: true, upgrade: true, dechunk: false };
+    let rw = ResponseRewrite {
+        client_version: ctx.client_version,
+        keep_alive: true,
+        upgrade: true,
+        dechunk: false,
+    };
     out.clear();
     write_response_head(sbuf.filled(), resp, &rw, out);
     sbuf.consume(resp.head_len);

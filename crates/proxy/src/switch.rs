@@ -164,9 +164,11 @@ fn open_sink(config: &Config) -> io::Result<Sink> {
     match &config.access_log.path {
         None => Ok(Sink::Stdout),
         Some(path) => {
-            let file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| {
-                io::Error::new(e.kind(), format!("access log {}: {e}", path.display()))
-            })?;
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|e| io::Error::new(e.kind(), format!("access log {}: {e}", path.display())))?;
             Ok(Sink::File(file))
         }
     }

@@ -57,9 +57,7 @@ where
         }
         let deadline = last.get() + idle;
         match timeout_at(deadline, r.read(buf.spare())).await {
-            Err(_) if last.get() + idle <= Instant::now() => {
-                return Err(std::io::ErrorKind::TimedOut.into())
-            }
+            Err(_) if last.get() + idle <= Instant::now() => return Err(std::io::ErrorKind::TimedOut.into()),
             Err(_) => continue, // the other direction was active: keep waiting
             Ok(Ok(0)) => {
                 let _ = w.shutdown().await;

@@ -152,7 +152,7 @@ async fn housekeeping(worker: Rc<Worker>) {
         tick.tick().await;
         worker.log.flush();
         ticks = ticks.wrapping_add(1);
-        if ticks % 4 == 0 {
+        if ticks.is_multiple_of(4) {
             let snap = worker.shared.snapshot.load();
             let live = |id: u64| snap.groups.iter().any(|g| g.servers.iter().any(|s| s.id == id));
             worker.pools.sweep(snap.config.timeouts.pool_idle, live);

@@ -1,4 +1,5 @@
 //! A slow reader never makes the switch buffer without bound (seed 000 §4.1's flooding).
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod common;
 

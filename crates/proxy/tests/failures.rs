@@ -1,4 +1,5 @@
 //! Server failures: killed servers, resets after the request went out, malformed responses.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod common;
 

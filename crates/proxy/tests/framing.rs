@@ -1,5 +1,6 @@
 //! Message framing through the switch: heads and bodies cut at every byte, chunked bodies
 //! with extensions and trailers, 100-continue, and WebSocket upgrades.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod common;
 
@@ -121,7 +122,8 @@ async fn large_bodies_stream_both_ways() {
     assert_eq!(r.body.len(), n);
     assert!(r.body.iter().enumerate().all(|(i, b)| *b == testkit::big_byte(i as u64)));
     let upload = vec![b'z'; 3 * 1024 * 1024 + 7];
-    let mut req = format!("POST /sink HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n", upload.len()).into_bytes();
+    let mut req =
+        format!("POST /sink HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n", upload.len()).into_bytes();
     req.extend_from_slice(&upload);
     c.send(&req).await.unwrap();
     let r = c.read_response().await.unwrap();

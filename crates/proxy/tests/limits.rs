@@ -1,5 +1,6 @@
 //! Admission control and timeouts: each limit refuses with its status, is counted, and
 //! leaves the switch serving.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod common;
 
@@ -36,7 +37,8 @@ async fn connections_over_the_limit_are_closed_at_accept() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_head_gets_431_and_oversized_body_413() {
-    let h = start(&["s1"], "[limits]\nmax_head_bytes = 2048\nmax_headers = 10\nmax_body_bytes = 1000\n").await;
+    let h =
+        start(&["s1"], "[limits]\nmax_head_bytes = 2048\nmax_headers = 10\nmax_body_bytes = 1000\n").await;
     let big = format!("GET / HTTP/1.1\r\nHost: a\r\nX-Big: {}\r\n\r\n", "a".repeat(3000));
     let mut c = RawClient::connect(h.addr).await.unwrap();
     c.send(big.as_bytes()).await.unwrap();
@@ -54,7 +56,14 @@ async fn oversized_head_gets_431_and_oversized_body_413() {
     // Chunked bodies are measured as they stream.
     let mut c = RawClient::connect(h.addr).await.unwrap();
     let chunk = format!("3e8\r\n{}\r\n", "b".repeat(1000));
-    c.send(format!("POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n{chunk}{chunk}0\r\n\r\n").as_bytes()).await.unwrap();
+    c.send(
+        format!(
+            "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n{chunk}{chunk}0\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
     assert_eq!(c.read_response().await.unwrap().status, 413);
     assert_eq!(h.count(Counter::HeadTooLarge), 2);
     assert_eq!(h.count(Counter::BodyTooLarge), 2);
@@ -140,7 +149,9 @@ async fn server_connect_timeout_gives_504() {
     let addr = sock.local_addr().unwrap().as_socket().unwrap();
     let mut fillers = Vec::new();
     for _ in 0..4 {
-        if let Ok(Ok(s)) = tokio::time::timeout(Duration::from_millis(200), tokio::net::TcpStream::connect(addr)).await {
+        if let Ok(Ok(s)) =
+            tokio::time::timeout(Duration::from_millis(200), tokio::net::TcpStream::connect(addr)).await
+        {
             fillers.push(s);
         }
     }

@@ -1,5 +1,6 @@
 //! Per-request routing on keep-alive connections, pipelining, pooling and switch-back,
 //! and what the origin sees of a forwarded head.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod common;
 
@@ -72,7 +73,10 @@ async fn forwarded_head_is_byte_for_byte_except_hop_by_hop_and_x_forwarded() {
     assert_eq!(r.status, 200);
     let seen = h.origin("s1").requests().pop().unwrap();
     let head = String::from_utf8(seen.raw_head.clone()).unwrap();
-    assert!(head.starts_with("GET /headers?q=1 HTTP/1.1\r\nHost: Example.COM\r\nX-Custom:  odd   spacing \r\n"), "{head}");
+    assert!(
+        head.starts_with("GET /headers?q=1 HTTP/1.1\r\nHost: Example.COM\r\nX-Custom:  odd   spacing \r\n"),
+        "{head}"
+    );
     for gone in ["Keep-Alive", "X-Private", "TE:", "Connection: keep-alive, X-Private", "https"] {
         assert!(!head.contains(gone), "{gone} should be gone:\n{head}");
     }

@@ -1,5 +1,6 @@
 //! Our table of RFC 9112 request-smuggling and malformed-request cases: each is refused
 //! with its status, the connection is closed, and no origin sees any of it.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod common;
 

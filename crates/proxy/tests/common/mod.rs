@@ -1,5 +1,6 @@
 //! Test harness: testkit origins on port 0 and a switch in front of them, configured from
 //! TOML text the way an operator would write it.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 #![allow(dead_code)]
 
 use proxy::Switch;
@@ -42,10 +43,8 @@ pub async fn start_with(names: &[&str], scheduler: &str, extra: &str) -> Harness
 }
 
 pub fn config_text(origins: &[Origin], scheduler: &str, extra: &str) -> String {
-    let servers: Vec<String> = origins
-        .iter()
-        .map(|o| format!("{{ name = \"{}\", addr = \"{}\" }}", o.name(), o.addr()))
-        .collect();
+    let servers: Vec<String> =
+        origins.iter().map(|o| format!("{{ name = \"{}\", addr = \"{}\" }}", o.name(), o.addr())).collect();
     let has = |t: &str| extra.contains(t);
     let mut text = String::new();
     if !has("[global]") {
