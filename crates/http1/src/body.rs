@@ -2,6 +2,7 @@
 //! validating chunked syntax on the way (RFC 9112 §6, §7). Incremental: input may be cut at
 //! any byte, including inside a chunk-size line or a trailer.
 
+use crate::chunked::{Budget, Chunked};
 use crate::error::BodyError;
 
 /// How a message body is delimited.
@@ -32,13 +33,15 @@ pub struct BodyScanner {
     kind: BodyKind,
     max_body: u64,
     seen_payload: u64,
+    /// Chunked framing state (unused for other kinds).
+    chunked: Chunked,
 }
 
 impl BodyScanner {
     /// A scanner for a body of `kind`; payload (de-chunked) bytes beyond `max_body`
     /// give `BodyError::TooLarge` (`u64::MAX` = unlimited).
     pub fn new(kind: BodyKind, max_body: u64) -> Self {
-        BodyScanner { kind, max_body, seen_payload: 0 }
+        BodyScanner { kind, max_body, seen_payload: 0, chunked: Chunked::new() }
     }
 
     /// Scans `input` (the bytes after what earlier calls consumed). Never consumes bytes of
@@ -51,13 +54,56 @@ impl BodyScanner {
     /// As `scan`, and calls `on_data` with each run of payload bytes (chunk data without
     /// the chunked framing), in order. Used to de-chunk for HTTP/1.0 clients and to buffer
     /// bodies for rules.
-    pub fn scan_data(
+    pub fn scan_data(&mut self, input: &[u8], on_data: impl FnMut(&[u8])) -> Result<Scan, BodyError> {
+        match self.kind {
+            BodyKind::None => Ok(Scan { consumed: 0, done: true }),
+            BodyKind::Length(n) => self.scan_length(n, input, on_data),
+            BodyKind::Chunked => {
+                let budget = Budget { seen: &mut self.seen_payload, max: self.max_body };
+                let mut on_data = on_data;
+                let (consumed, done) = self.chunked.scan(input, budget, &mut on_data)?;
+                Ok(Scan { consumed, done })
+            }
+            BodyKind::UntilClose => self.scan_until_close(input, on_data),
+        }
+    }
+
+    /// RFC 9112 §6.3 rule 6: exactly `n` bytes. A length above `max_body` is refused
+    /// before any byte is forwarded.
+    fn scan_length(
         &mut self,
+        n: u64,
         input: &[u8],
-        on_data: impl FnMut(&[u8]),
+        mut on_data: impl FnMut(&[u8]),
     ) -> Result<Scan, BodyError> {
-        let _ = (input, on_data, self.kind, self.max_body, self.seen_payload);
-        todo!("http1 helper")
+        if n > self.max_body {
+            return Err(BodyError::TooLarge);
+        }
+        let remaining = n.saturating_sub(self.seen_payload);
+        let take = usize::try_from(remaining).unwrap_or(usize::MAX).min(input.len());
+        let (data, _) = input.split_at(take);
+        if !data.is_empty() {
+            on_data(data);
+        }
+        self.seen_payload += take as u64;
+        Ok(Scan { consumed: take, done: self.seen_payload >= n })
+    }
+
+    /// RFC 9112 §6.3 rule 8: everything until the server closes; `done` never comes.
+    /// The payload up to `max_body` is handed over before `TooLarge`, so the outcome does
+    /// not depend on how reads cut the stream.
+    fn scan_until_close(&mut self, input: &[u8], mut on_data: impl FnMut(&[u8])) -> Result<Scan, BodyError> {
+        let room = self.max_body.saturating_sub(self.seen_payload);
+        let take = usize::try_from(room).unwrap_or(usize::MAX).min(input.len());
+        let (data, excess) = input.split_at(take);
+        if !data.is_empty() {
+            on_data(data);
+        }
+        self.seen_payload += take as u64;
+        if !excess.is_empty() {
+            return Err(BodyError::TooLarge);
+        }
+        Ok(Scan { consumed: take, done: false })
     }
 
     /// Payload bytes seen so far.

@@ -11,8 +11,9 @@ pub struct Span {
 
 impl Span {
     /// The bytes this span covers in `buf` (the same buffer the head was parsed from).
+    /// Empty if the span does not fit `buf` (a different buffer): never panics.
     pub fn slice<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
-        &buf[self.start as usize..self.end as usize]
+        buf.get(self.start as usize..self.end as usize).unwrap_or_default()
     }
 }
 

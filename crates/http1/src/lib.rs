@@ -9,20 +9,37 @@
 //!
 //! Layout: `head` (shared span/header types), `request`, `response`, `body` (length and
 //! chunked scanning), `rewrite` (forwarded heads), `error` (every refusal, with its status).
+//! Private: `scan` (the cheap pre-scan that finds the end of a head and enforces line
+//! rules), `fields` (httparse validation, header spans, framing fields), `chunked` (the
+//! chunked-coding state machine), `syntax` (tokens, lists, OWS). Tests live in `tests/`.
 //!
 //! ALLOCATION: `RequestHead` / `ResponseHead` keep a `Vec` of header spans that is reused
 //! across parses (`parse` clears it), so a keep-alive connection parses without allocating.
+//! httparse's header slots live on the stack (128 of them); only a head with more fields
+//! than that (possible when `max_headers` is set above 128) costs one allocation per parse.
+//! The body scanner and the head writers allocate nothing (the writers grow `out` only).
+//!
+//! INCREMENTAL PARSING: callers re-call `parse` on the growing buffer after each read. While
+//! the head is incomplete a call costs one `memchr2` pass per line of the bytes so far and
+//! nothing else (no httparse, no spans); errors in the lines already received are returned
+//! at once, and `HeadTooLarge` as soon as `max_head_bytes` bytes hold no complete head.
 
 mod body;
+mod chunked;
 mod error;
+mod fields;
 mod head;
 mod request;
 mod response;
 mod rewrite;
+mod scan;
+mod syntax;
+#[cfg(test)]
+mod tests;
 
 pub use body::{BodyKind, BodyScanner, Scan};
 pub use error::{BodyError, HeadError};
-pub use head::{HeaderSpan, HeadLimits, Parse, Span, Version};
+pub use head::{HeadLimits, HeaderSpan, Parse, Span, Version};
 pub use request::RequestHead;
 pub use response::ResponseHead;
 pub use rewrite::{write_request_head, write_response_head, RequestRewrite, ResponseRewrite};

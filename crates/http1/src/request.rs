@@ -2,7 +2,13 @@
 
 use crate::body::BodyKind;
 use crate::error::HeadError;
-use crate::head::{HeaderSpan, HeadLimits, Parse, Span, Version};
+use crate::fields::{self, span, Fields, Kind};
+use crate::head::{HeadLimits, HeaderSpan, Parse, Span, Version};
+use crate::scan;
+use crate::syntax::is_token;
+
+/// Idempotent methods (RFC 9110 §9.2.2); method names are case-sensitive (§9.1).
+const IDEMPOTENT: [&[u8]; 6] = [b"GET", b"HEAD", b"PUT", b"DELETE", b"OPTIONS", b"TRACE"];
 
 /// A parsed request head. All spans index the buffer given to [`RequestHead::parse`].
 /// Reuse one value per connection: `parse` clears it and keeps the header `Vec`'s capacity.
@@ -63,9 +69,42 @@ impl RequestHead {
     /// Parses the head at the start of `buf`. `Partial` means no complete head yet and no
     /// limit exceeded; the caller reads more and calls again with the longer buffer.
     /// Strict: every case in `docs/http.md` is an `Err`.
+    ///
+    /// `HeadTooLarge` comes as soon as `buf` holds `max_head_bytes` bytes without a complete
+    /// head, so a read buffer of `max_head_bytes` always gets a decision. Empty lines before
+    /// the request line are skipped (RFC 9112 §2.2) and count in `head_len`; `method` is
+    /// where the request line starts. After `Partial` or an `Err` the fields of `self` are
+    /// unspecified.
     pub fn parse(&mut self, buf: &[u8], limits: &HeadLimits) -> Result<Parse, HeadError> {
-        let _ = (buf, limits);
-        todo!("http1 helper")
+        let Some(found) = scan::find_head(buf, limits, true)? else {
+            return Ok(Parse::Partial);
+        };
+        let head = buf.get(..found.head_len).unwrap_or(buf);
+        let line = head.get(found.start..found.start_line_end).unwrap_or_default();
+        let (method, target, version) = parse_request_line(line, found.start)?;
+        fields::validate(head, &found, Kind::Request)?;
+        fields::collect(head, &found, &mut self.headers);
+        let f = fields::analyze(head, &self.headers)?;
+        // RFC 9112 §3.2: 400 for an HTTP/1.1 request without Host, and for any request
+        // with more than one.
+        if f.host_count > 1 || (version == Version::Http11 && f.host_count == 0) {
+            return Err(HeadError::BadHost);
+        }
+        self.body = request_body(&f, version)?;
+        let method_bytes = method.slice(buf);
+        self.head_len = found.head_len;
+        self.method = method;
+        self.target = target;
+        self.version = version;
+        self.keep_alive = fields::persistent(version, &f);
+        // RFC 9110 §10.1.1 and §7.8: an HTTP/1.0 request's 100-continue and Upgrade are
+        // ignored.
+        self.expect_continue = f.expect_continue && version == Version::Http11;
+        self.upgrade = f.upgrade_field && f.upgrade_token && version == Version::Http11;
+        self.host = f.host;
+        self.is_head = method_bytes == b"HEAD";
+        self.idempotent = IDEMPOTENT.contains(&method_bytes);
+        Ok(Parse::Complete)
     }
 
     /// Value of the first header named `name` (ASCII case-insensitive), if any.
@@ -75,4 +114,55 @@ impl RequestHead {
             .find(|h| h.name.slice(buf).eq_ignore_ascii_case(name.as_bytes()))
             .map(|h| h.value.slice(buf))
     }
+}
+
+/// `request-line = method SP request-target SP HTTP-version` (RFC 9112 §3). `base` is the
+/// offset of `line` in the buffer. The target runs from the first SP to the last, so a
+/// target containing SP is refused as a bad target rather than misread.
+fn parse_request_line(line: &[u8], base: usize) -> Result<(Span, Span, Version), HeadError> {
+    let (Some(sp1), Some(sp2)) = (memchr::memchr(b' ', line), memchr::memrchr(b' ', line)) else {
+        return Err(HeadError::BadStartLine);
+    };
+    let method = line.get(..sp1).unwrap_or_default();
+    let target = line.get(sp1 + 1..sp2).unwrap_or_default();
+    // RFC 9112 §3.1: method = token.
+    if sp2 <= sp1 || !is_token(method) || target.is_empty() {
+        return Err(HeadError::BadStartLine);
+    }
+    // RFC 9112 §3.2 / RFC 3986: the target is visible US-ASCII; no CTL, SP, DEL or
+    // non-ASCII byte (servers disagree on how to read those).
+    if !target.iter().all(|&b| (0x21..0x7f).contains(&b)) {
+        return Err(HeadError::BadTarget);
+    }
+    let version = fields::parse_version(line.get(sp2 + 1..).unwrap_or_default())?;
+    let method = span(base, base + sp1);
+    let target = span(base + sp1 + 1, base + sp2);
+    Ok((method, target, version))
+}
+
+/// Request body framing (RFC 9112 §6.3 rules 3–7).
+fn request_body(f: &Fields, version: Version) -> Result<BodyKind, HeadError> {
+    fields::check_framing(f, version)?;
+    if let Some(te) = f.te {
+        if te.unknown {
+            return Err(HeadError::UnknownCoding);
+        }
+        // RFC 9112 §6.3 rule 4: a request whose final coding is not chunked can't be
+        // delimited: 400 and close.
+        if !te.last_chunked {
+            return Err(HeadError::ChunkedNotLast);
+        }
+        // We forward bodies as received and decode none but chunked, so anything other
+        // than exactly `chunked` (e.g. `gzip, chunked`, `chunked;x=1`) is not implemented
+        // (RFC 9112 §6.1: 501 for a transfer coding the server does not understand).
+        if !te.only_chunked() {
+            return Err(HeadError::UnknownCoding);
+        }
+        return Ok(BodyKind::Chunked);
+    }
+    // RFC 9112 §6.3 rules 6 and 7: Content-Length, else no body.
+    Ok(match f.content_length {
+        Some(n) if n > 0 => BodyKind::Length(n),
+        _ => BodyKind::None,
+    })
 }

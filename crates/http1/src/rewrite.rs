@@ -4,9 +4,11 @@
 //! in Connection) are removed; cswitch then adds its own fields. Transfer-Encoding and
 //! Content-Length are kept because bodies are forwarded as they came.
 
-use crate::head::Version;
+use crate::head::{HeaderSpan, Span, Version};
 use crate::request::RequestHead;
 use crate::response::ResponseHead;
+use crate::syntax::list_has;
+use std::io::Write;
 use std::net::IpAddr;
 
 /// What to change in a request head on its way to a server.
@@ -39,18 +41,146 @@ pub struct ResponseRewrite {
 /// Appends to `out` the request head to send to a server: the request line as sent, the
 /// end-to-end fields as sent, then X-Forwarded-* and, for HTTP/1.0 requests,
 /// `Connection: keep-alive` (so the server connection can be pooled).
+///
+/// `X-Forwarded-For`: the address is appended to the last X-Forwarded-For field kept
+/// (`, ip`), or a field is added when there is none. `X-Forwarded-Proto`: when set, any
+/// the client sent are dropped and ours is added. `forwarded_proto` is written as given:
+/// pass a token such as `http` or `https`.
 pub fn write_request_head(buf: &[u8], head: &RequestHead, rw: &RequestRewrite, out: &mut Vec<u8>) {
-    let _ = (buf, head, rw, out);
-    todo!("http1 helper")
+    // The request line ends with " HTTP/1.x": 9 bytes after the target.
+    let line = Span { start: head.method.start, end: head.target.end.saturating_add(9) };
+    out.extend_from_slice(line.slice(buf));
+    out.extend_from_slice(b"\r\n");
+    let hop = HopByHop::new(buf, &head.headers, rw.upgrade);
+    let last_xff = match rw.forwarded_for {
+        Some(_) => {
+            head.headers.iter().rposition(|h| is(buf, h, b"x-forwarded-for") && !hop.drops(h.name.slice(buf)))
+        }
+        None => None,
+    };
+    for (i, h) in head.headers.iter().enumerate() {
+        let name = h.name.slice(buf);
+        let replaced = rw.forwarded_proto.is_some() && is(buf, h, b"x-forwarded-proto");
+        if hop.drops(name) || replaced {
+            continue;
+        }
+        match (rw.forwarded_for, Some(i) == last_xff) {
+            (Some(ip), true) => append_xff(buf, h, ip, out),
+            _ => out.extend_from_slice(h.line.slice(buf)),
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+    if let (Some(ip), None) = (rw.forwarded_for, last_xff) {
+        // io::Write on a Vec cannot fail.
+        let _ = write!(out, "X-Forwarded-For: {ip}\r\n");
+    }
+    write_request_additions(head.version, rw, out);
+}
+
+/// The fields cswitch adds to a request after the client's, and the end of the head.
+fn write_request_additions(version: Version, rw: &RequestRewrite, out: &mut Vec<u8>) {
+    if let Some(proto) = rw.forwarded_proto {
+        out.extend_from_slice(b"X-Forwarded-Proto: ");
+        out.extend_from_slice(proto.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if rw.upgrade {
+        out.extend_from_slice(b"Connection: upgrade\r\n");
+    } else if version == Version::Http10 {
+        // HTTP/1.0 persists only when asked (RFC 9112 Appendix C.2.2); we ask so the
+        // server connection can go back to the pool.
+        out.extend_from_slice(b"Connection: keep-alive\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `X-Forwarded-For: <client's list>, ip`, without the trailing whitespace of the line.
+fn append_xff(buf: &[u8], h: &HeaderSpan, ip: IpAddr, out: &mut Vec<u8>) {
+    if h.value.start == h.value.end {
+        out.extend_from_slice(h.name.slice(buf));
+        let _ = write!(out, ": {ip}");
+    } else {
+        out.extend_from_slice(Span { start: h.line.start, end: h.value.end }.slice(buf));
+        let _ = write!(out, ", {ip}");
+    }
 }
 
 /// Appends to `out` the response head to send to the client (status line as sent).
-pub fn write_response_head(
-    buf: &[u8],
-    head: &ResponseHead,
-    rw: &ResponseRewrite,
-    out: &mut Vec<u8>,
-) {
-    let _ = (buf, head, rw, out);
-    todo!("http1 helper")
+///
+/// Then the end-to-end fields as sent (Transfer-Encoding too, unless `dechunk`), then:
+/// `Connection: upgrade` for an upgrade, else `Connection: close` when the client
+/// connection will close, else `Connection: keep-alive` for an HTTP/1.0 client.
+pub fn write_response_head(buf: &[u8], head: &ResponseHead, rw: &ResponseRewrite, out: &mut Vec<u8>) {
+    // The status line is the head's first line and ends where the reason phrase does.
+    out.extend_from_slice(Span { start: 0, end: head.reason.end }.slice(buf));
+    out.extend_from_slice(b"\r\n");
+    let hop = HopByHop::new(buf, &head.headers, rw.upgrade);
+    for h in &head.headers {
+        let name = h.name.slice(buf);
+        if hop.drops(name) || (rw.dechunk && is(buf, h, b"transfer-encoding")) {
+            continue;
+        }
+        out.extend_from_slice(h.line.slice(buf));
+        out.extend_from_slice(b"\r\n");
+    }
+    if rw.upgrade {
+        out.extend_from_slice(b"Connection: upgrade\r\n");
+    } else if !rw.keep_alive {
+        out.extend_from_slice(b"Connection: close\r\n");
+    } else if rw.client_version == Version::Http10 {
+        out.extend_from_slice(b"Connection: keep-alive\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Whether field `h` is named `lower` (given in lower case).
+fn is(buf: &[u8], h: &HeaderSpan, lower: &[u8]) -> bool {
+    h.name.slice(buf).eq_ignore_ascii_case(lower)
+}
+
+/// Hop-by-hop fields always removed (RFC 9110 §7.6.1; Proxy-Connection and Keep-Alive are
+/// the legacy ones it names; Trailer as RFC 7230 listed it). Upgrade is handled apart.
+const HOP_BY_HOP: [&[u8]; 5] = [b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer"];
+
+/// Fields kept even when Connection names them: the body is forwarded as received, so the
+/// fields that frame it (Content-Length, Transfer-Encoding, RFC 9112 §6) must reach the
+/// next hop unchanged, or it would delimit the body differently than we did (request
+/// smuggling); Host is required in HTTP/1.1 (RFC 9112 §3.2) and is what we routed on.
+const NEVER_DROPPED: [&[u8]; 3] = [b"host", b"content-length", b"transfer-encoding"];
+
+/// Decides which fields of one head are hop-by-hop.
+struct HopByHop<'a> {
+    buf: &'a [u8],
+    /// The Connection fields (a sub-slice of the head's fields, from the first to the last
+    /// Connection field, so the common case of none or one costs nothing per field).
+    connection: &'a [HeaderSpan],
+    keep_upgrade: bool,
+}
+
+impl<'a> HopByHop<'a> {
+    fn new(buf: &'a [u8], headers: &'a [HeaderSpan], keep_upgrade: bool) -> Self {
+        let is_conn = |h: &HeaderSpan| is(buf, h, b"connection");
+        let connection = match (headers.iter().position(is_conn), headers.iter().rposition(is_conn)) {
+            (Some(first), Some(last)) => headers.get(first..=last).unwrap_or_default(),
+            _ => &[],
+        };
+        HopByHop { buf, connection, keep_upgrade }
+    }
+
+    /// Whether the field named `name` is removed on this hop.
+    fn drops(&self, name: &[u8]) -> bool {
+        if name.eq_ignore_ascii_case(b"upgrade") {
+            return !self.keep_upgrade;
+        }
+        if HOP_BY_HOP.iter().any(|n| name.eq_ignore_ascii_case(n)) {
+            return true;
+        }
+        if NEVER_DROPPED.iter().any(|n| name.eq_ignore_ascii_case(n)) {
+            return false;
+        }
+        self.connection
+            .iter()
+            .filter(|h| is(self.buf, h, b"connection"))
+            .any(|h| list_has(h.value.slice(self.buf), name))
+    }
 }

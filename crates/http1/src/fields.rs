@@ -1,0 +1,308 @@
+//! Header fields: validation through httparse, span collection, and the fields that decide
+//! framing and persistence (Content-Length, Transfer-Encoding, Connection, Host, ...).
+
+use crate::error::HeadError;
+use crate::head::{HeaderSpan, Span, Version};
+use crate::scan::Found;
+use crate::syntax::{is_token, list_elements, trim_ows_range};
+use std::mem::MaybeUninit;
+
+/// Header slots on the stack; heads with more fields (only possible when `max_headers`
+/// is configured above this) take one heap allocation per parse instead.
+const STACK_HEADERS: usize = 128;
+
+/// Which start line httparse should expect.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Request,
+    Response,
+}
+
+/// Runs httparse over a complete head as a validator: token bytes in the method and field
+/// names, visible bytes in the target and values (RFC 9110 §5.5: no CTL such as NUL).
+pub(crate) fn validate(head: &[u8], found: &Found, kind: Kind) -> Result<(), HeadError> {
+    if found.fields <= STACK_HEADERS {
+        let mut slots = [MaybeUninit::<httparse::Header>::uninit(); STACK_HEADERS];
+        run_httparse(head, &mut slots, kind)
+    } else {
+        let mut slots = vec![MaybeUninit::<httparse::Header>::uninit(); found.fields];
+        run_httparse(head, &mut slots, kind)
+    }
+}
+
+fn run_httparse<'b>(
+    head: &'b [u8],
+    slots: &mut [MaybeUninit<httparse::Header<'b>>],
+    kind: Kind,
+) -> Result<(), HeadError> {
+    let config = httparse::ParserConfig::default();
+    let status = match kind {
+        Kind::Request => {
+            let mut req = httparse::Request::new(&mut []);
+            config.parse_request_with_uninit_headers(&mut req, head, slots)
+        }
+        Kind::Response => {
+            let mut resp = httparse::Response::new(&mut []);
+            config.parse_response_with_uninit_headers(&mut resp, head, slots)
+        }
+    };
+    match status {
+        Ok(httparse::Status::Complete(n)) if n == head.len() => Ok(()),
+        // The pre-scan found the end of the head; httparse disagreeing is a malformed head.
+        Ok(_) => Err(HeadError::BadHeader),
+        Err(e) => Err(map_httparse(e)),
+    }
+}
+
+fn map_httparse(e: httparse::Error) -> HeadError {
+    match e {
+        httparse::Error::HeaderName | httparse::Error::HeaderValue => HeadError::BadHeader,
+        httparse::Error::NewLine => HeadError::BareLineEnd,
+        httparse::Error::Status => HeadError::BadStatus,
+        httparse::Error::Token | httparse::Error::Version => HeadError::BadStartLine,
+        httparse::Error::TooManyHeaders => HeadError::TooManyHeaders,
+    }
+}
+
+/// Records name, value (OWS trimmed) and line spans of every field line into `out`.
+/// The head has passed the pre-scan, so every field line has a colon and ends in CRLF.
+pub(crate) fn collect(head: &[u8], found: &Found, out: &mut Vec<HeaderSpan>) {
+    out.clear();
+    let mut pos = found.start_line_end + 2;
+    while pos + 2 < found.head_len {
+        let rest = head.get(pos..).unwrap_or_default();
+        let Some(len) = memchr::memchr(b'\r', rest) else {
+            break;
+        };
+        let line = rest.get(..len).unwrap_or_default();
+        let colon = memchr::memchr(b':', line).unwrap_or(len);
+        let (vs, ve) = trim_ows_range(line.get(colon + 1..).unwrap_or_default());
+        let value_base = pos + colon + 1;
+        out.push(HeaderSpan {
+            name: span(pos, pos + colon),
+            value: span(value_base + vs, value_base + ve),
+            line: span(pos, pos + len),
+        });
+        pos += len + 2;
+    }
+}
+
+/// A span from `usize` offsets; heads are capped below `u32::MAX` by the pre-scan.
+pub(crate) fn span(start: usize, end: usize) -> Span {
+    Span { start: start as u32, end: end as u32 }
+}
+
+/// What the framing and persistence fields say, gathered in one pass.
+#[derive(Debug, Default)]
+pub(crate) struct Fields {
+    /// Content-Length, if present (all its values equal).
+    pub content_length: Option<u64>,
+    /// Transfer-Encoding codings, if the field is present.
+    pub te: Option<Codings>,
+    /// Connection lists `close`.
+    pub close: bool,
+    /// Connection lists `keep-alive`.
+    pub keep_alive: bool,
+    /// Connection lists `upgrade`.
+    pub upgrade_token: bool,
+    /// An Upgrade field is present.
+    pub upgrade_field: bool,
+    /// Expect lists `100-continue`.
+    pub expect_continue: bool,
+    /// How many Host fields.
+    pub host_count: usize,
+    /// Value of the first Host field.
+    pub host: Option<Span>,
+}
+
+/// Summary of the transfer codings over every Transfer-Encoding field, in order
+/// (RFC 9110 §5.3: several field lines combine into one list).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Codings {
+    /// Non-empty list elements.
+    pub count: usize,
+    /// How many are `chunked` (parameters ignored).
+    pub chunked: usize,
+    /// The final coding is `chunked`.
+    pub last_chunked: bool,
+    /// Some coding is not one we know of (RFC 9112 §7.3 registry, plus `identity`).
+    pub unknown: bool,
+    /// Some element carries parameters (`;`).
+    pub params: bool,
+}
+
+impl Codings {
+    /// The list is exactly `chunked`, without parameters.
+    pub fn only_chunked(&self) -> bool {
+        self.count == 1 && self.chunked == 1 && !self.params
+    }
+}
+
+/// Reads the fields that matter for framing; refuses malformed Content-Length and
+/// Transfer-Encoding values.
+pub(crate) fn analyze(buf: &[u8], headers: &[HeaderSpan]) -> Result<Fields, HeadError> {
+    let mut f = Fields::default();
+    for h in headers {
+        let name = h.name.slice(buf);
+        let value = h.value.slice(buf);
+        match name.len() {
+            4 if name.eq_ignore_ascii_case(b"host") => {
+                f.host_count += 1;
+                f.host.get_or_insert(h.value);
+                if !valid_host(value) {
+                    return Err(HeadError::BadHost);
+                }
+            }
+            6 if name.eq_ignore_ascii_case(b"expect") => {
+                f.expect_continue |= crate::syntax::list_has(value, b"100-continue");
+            }
+            7 if name.eq_ignore_ascii_case(b"upgrade") => f.upgrade_field = true,
+            10 if name.eq_ignore_ascii_case(b"connection") => connection(value, &mut f),
+            14 if name.eq_ignore_ascii_case(b"content-length") => {
+                content_length(value, &mut f.content_length)?;
+            }
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+                codings(value, f.te.get_or_insert_with(Codings::default))?;
+            }
+            _ => {}
+        }
+    }
+    Ok(f)
+}
+
+/// Connection options (RFC 9110 §7.6.1), case-insensitive tokens in a list.
+fn connection(value: &[u8], f: &mut Fields) {
+    for e in list_elements(value) {
+        f.close |= e.eq_ignore_ascii_case(b"close");
+        f.keep_alive |= e.eq_ignore_ascii_case(b"keep-alive");
+        f.upgrade_token |= e.eq_ignore_ascii_case(b"upgrade");
+    }
+}
+
+/// `Content-Length = 1*DIGIT` (RFC 9110 §8.6). A list of identical values (or repeated
+/// identical fields) is accepted as that value, as §8.6 allows; anything else is refused
+/// (RFC 9112 §6.3 rule 5): a sign, hex, an empty element, overflow, differing values.
+fn content_length(value: &[u8], seen: &mut Option<u64>) -> Result<(), HeadError> {
+    for e in list_elements(value) {
+        let n = parse_decimal(e).ok_or(HeadError::BadContentLength)?;
+        match seen {
+            Some(prev) if *prev != n => return Err(HeadError::BadContentLength),
+            _ => *seen = Some(n),
+        }
+    }
+    Ok(())
+}
+
+/// `1*DIGIT` as a u64; `None` when empty, not all digits, or too large.
+fn parse_decimal(s: &[u8]) -> Option<u64> {
+    if s.is_empty() {
+        return None;
+    }
+    s.iter().try_fold(0u64, |acc, &b| {
+        let d = if b.is_ascii_digit() {
+            u64::from(b - b'0')
+        } else {
+            return None;
+        };
+        acc.checked_mul(10)?.checked_add(d)
+    })
+}
+
+/// Adds one Transfer-Encoding field's codings to the running summary. Empty elements are
+/// skipped (RFC 9110 §5.6.1); a coding that is not a token makes the field malformed.
+fn codings(value: &[u8], c: &mut Codings) -> Result<(), HeadError> {
+    for e in list_elements(value) {
+        if e.is_empty() {
+            continue;
+        }
+        let (name, params) = match memchr::memchr(b';', e) {
+            Some(i) => (crate::syntax::trim_ows(e.get(..i).unwrap_or_default()), true),
+            None => (e, false),
+        };
+        if !is_token(name) {
+            return Err(HeadError::BadHeader);
+        }
+        let chunked = name.eq_ignore_ascii_case(b"chunked");
+        c.count += 1;
+        c.params |= params;
+        c.chunked += usize::from(chunked);
+        c.last_chunked = chunked;
+        c.unknown |= !chunked && !KNOWN_CODINGS.iter().any(|k| name.eq_ignore_ascii_case(k));
+    }
+    Ok(())
+}
+
+/// Registered transfer codings (RFC 9112 §7.3) and `identity` (RFC 7230's, still sent).
+const KNOWN_CODINGS: [&[u8]; 6] = [b"gzip", b"x-gzip", b"deflate", b"compress", b"x-compress", b"identity"];
+
+/// Framing rules common to requests and responses.
+pub(crate) fn check_framing(f: &Fields, version: Version) -> Result<(), HeadError> {
+    let Some(te) = f.te else { return Ok(()) };
+    // RFC 9112 §6.3 rule 3: both fields "ought to be handled as an error" (request
+    // smuggling / response splitting); §6.1 lets a server reject such a request.
+    if f.content_length.is_some() {
+        return Err(HeadError::LengthAndChunked);
+    }
+    // RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing.
+    if version == Version::Http10 {
+        return Err(HeadError::ChunkedInHttp10);
+    }
+    // RFC 9112 §6.1: "A sender MUST NOT apply the chunked transfer coding more than once".
+    if te.chunked > 1 {
+        return Err(HeadError::ChunkedNotLast);
+    }
+    Ok(())
+}
+
+/// Host = uri-host [ ":" port ] (RFC 9110 §7.2, RFC 3986 §3.2.2): reg-name, IPv4 or an
+/// IP-literal in brackets; empty is allowed (RFC 9112 §3.2, for targets with no authority).
+fn valid_host(v: &[u8]) -> bool {
+    v.iter().all(|&b| {
+        b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'%'
+                    | b':'
+                    | b'['
+                    | b']'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+            )
+    })
+}
+
+/// RFC 9112 §9.3: HTTP/1.1 persists unless `close`; HTTP/1.0 only with `keep-alive`
+/// (Appendix C.2.2). `close` wins over `keep-alive`.
+pub(crate) fn persistent(version: Version, f: &Fields) -> bool {
+    match version {
+        Version::Http11 => !f.close,
+        Version::Http10 => f.keep_alive && !f.close,
+    }
+}
+
+/// `HTTP-version = HTTP-name "/" DIGIT "." DIGIT` (RFC 9112 §2.3, case-sensitive). A
+/// well-formed version we don't speak is 505; anything else is a malformed start line.
+pub(crate) fn parse_version(v: &[u8]) -> Result<Version, HeadError> {
+    match v {
+        b"HTTP/1.1" => Ok(Version::Http11),
+        b"HTTP/1.0" => Ok(Version::Http10),
+        [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
+            if major.is_ascii_digit() && minor.is_ascii_digit() =>
+        {
+            Err(HeadError::BadVersion)
+        }
+        _ => Err(HeadError::BadStartLine),
+    }
+}
