@@ -51,11 +51,7 @@ mod tests {
     use super::*;
 
     fn up(active: u32) -> Candidate {
-        Candidate {
-            weight: 1,
-            active,
-            usable: true,
-        }
+        Candidate { weight: 1, active, usable: true }
     }
 
     #[test]

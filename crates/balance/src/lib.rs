@@ -83,9 +83,7 @@ impl SchedulerKind {
             SchedulerKind::RoundRobin => Box::new(rr::RoundRobin::default()),
             SchedulerKind::WeightedRoundRobin => Box::new(wrr::WeightedRoundRobin::default()),
             SchedulerKind::LeastConnections => Box::new(lc::LeastConnections::default()),
-            SchedulerKind::WeightedLeastConnections => {
-                Box::new(wlc::WeightedLeastConnections::default())
-            }
+            SchedulerKind::WeightedLeastConnections => Box::new(wlc::WeightedLeastConnections::default()),
         }
     }
 }

@@ -15,9 +15,7 @@ pub(crate) struct RoundRobin {
 impl Scheduler for RoundRobin {
     fn pick(&mut self, servers: &[Candidate]) -> Option<usize> {
         let n = servers.len();
-        let picked = (0..n)
-            .map(|step| (self.next + step) % n)
-            .find(|&i| eligible(&servers[i]))?;
+        let picked = (0..n).map(|step| (self.next + step) % n).find(|&i| eligible(&servers[i]))?;
         self.next = picked + 1;
         Some(picked)
     }
@@ -33,11 +31,7 @@ mod tests {
     use super::*;
 
     fn up(weight: u32) -> Candidate {
-        Candidate {
-            weight,
-            active: 0,
-            usable: true,
-        }
+        Candidate { weight, active: 0, usable: true }
     }
 
     #[test]

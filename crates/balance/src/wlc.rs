@@ -17,9 +17,7 @@ pub(crate) struct WeightedLeastConnections {
 
 impl Scheduler for WeightedLeastConnections {
     fn pick(&mut self, servers: &[Candidate]) -> Option<usize> {
-        pick_least(servers, &mut self.next, |a, b| {
-            load(a, b.weight).cmp(&load(b, a.weight))
-        })
+        pick_least(servers, &mut self.next, |a, b| load(a, b.weight).cmp(&load(b, a.weight)))
     }
 }
 
@@ -33,11 +31,7 @@ mod tests {
     use super::*;
 
     fn server(weight: u32, active: u32) -> Candidate {
-        Candidate {
-            weight,
-            active,
-            usable: true,
-        }
+        Candidate { weight, active, usable: true }
     }
 
     #[test]

@@ -49,11 +49,7 @@ mod tests {
     use super::*;
 
     fn up(weight: u32) -> Candidate {
-        Candidate {
-            weight,
-            active: 0,
-            usable: true,
-        }
+        Candidate { weight, active: 0, usable: true }
     }
 
     #[test]

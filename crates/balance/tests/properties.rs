@@ -6,10 +6,7 @@ use proptest::prelude::*;
 
 fn kinds() -> impl Strategy<Value = SchedulerKind> {
     prop::sample::select(
-        SchedulerKind::NAMES
-            .iter()
-            .filter_map(|n| SchedulerKind::from_name(n))
-            .collect::<Vec<_>>(),
+        SchedulerKind::NAMES.iter().filter_map(|n| SchedulerKind::from_name(n)).collect::<Vec<_>>(),
     )
 }
 
@@ -31,11 +28,7 @@ fn eligible(c: &Candidate) -> bool {
 }
 
 fn up(weight: u32) -> Candidate {
-    Candidate {
-        weight,
-        active: 0,
-        usable: true,
-    }
+    Candidate { weight, active: 0, usable: true }
 }
 
 proptest! {

@@ -54,10 +54,7 @@ impl RawClient {
     pub async fn connect(addr: SocketAddr) -> io::Result<RawClient> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        Ok(RawClient {
-            stream,
-            buf: Vec::new(),
-        })
+        Ok(RawClient { stream, buf: Vec::new() })
     }
 
     /// Writes `bytes` as they are.
@@ -79,14 +76,8 @@ impl RawClient {
     }
 
     async fn read(&mut self, head_request: bool) -> io::Result<Response> {
-        let mut w = Wire {
-            stream: &mut self.stream,
-            buf: &mut self.buf,
-        };
-        let raw_head = w
-            .read_head()
-            .await?
-            .ok_or_else(|| eof("connection closed before a response"))?;
+        let mut w = Wire { stream: &mut self.stream, buf: &mut self.buf };
+        let raw_head = w.read_head().await?.ok_or_else(|| eof("connection closed before a response"))?;
         let (start, headers) = wire::parse_head(&raw_head).ok_or_else(|| invalid("bad head"))?;
         let (version, status, reason) = parse_status(&start)?;
         let bodiless = head_request || (100..200).contains(&status) || matches!(status, 204 | 304);
@@ -96,24 +87,13 @@ impl RawClient {
         };
         let mut body = Body::with_cap(usize::MAX);
         let trailers = w.read_body(framing, &mut body).await?;
-        Ok(Response {
-            version,
-            status,
-            reason,
-            headers,
-            body: body.data,
-            trailers,
-            raw_head,
-        })
+        Ok(Response { version, status, reason, headers, body: body.data, trailers, raw_head })
     }
 
     /// True when the peer closes (or resets) the connection within `d`. Bytes that
     /// arrive meanwhile are kept for the next read.
     pub async fn closed_within(&mut self, d: Duration) -> bool {
-        let mut w = Wire {
-            stream: &mut self.stream,
-            buf: &mut self.buf,
-        };
+        let mut w = Wire { stream: &mut self.stream, buf: &mut self.buf };
         let closed = async {
             loop {
                 match w.fill().await {

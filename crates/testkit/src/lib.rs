@@ -30,6 +30,6 @@ pub use client::{get, RawClient, Response};
 pub use origin::{Origin, SeenRequest};
 pub use routes::big_byte;
 pub use ws::{
-    ws_accept_key, ws_client_frame, ws_client_frame_op, ws_read_frame, WS_BINARY, WS_CLOSE,
-    WS_PING, WS_PONG, WS_TEXT,
+    ws_accept_key, ws_client_frame, ws_client_frame_op, ws_read_frame, WS_BINARY, WS_CLOSE, WS_PING, WS_PONG,
+    WS_TEXT,
 };

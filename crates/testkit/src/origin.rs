@@ -83,9 +83,7 @@ impl Origin {
     /// Starts an origin named `name` on 127.0.0.1:0 (spawned on the current tokio runtime).
     pub async fn start(name: &str) -> Origin {
         let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
-        Origin::start_on(name, any_port)
-            .await
-            .expect("an origin can bind 127.0.0.1:0")
+        Origin::start_on(name, any_port).await.expect("an origin can bind 127.0.0.1:0")
     }
 
     /// Starts an origin named `name` on `addr` (the demo uses fixed ports).
@@ -173,10 +171,7 @@ async fn connection(mut stream: TcpStream, id: usize, shared: Arc<Shared>) {
     let _ = stream.set_nodelay(true);
     let mut killed = shared.killed.subscribe();
     let mut buf = Vec::new();
-    let wire = Wire {
-        stream: &mut stream,
-        buf: &mut buf,
-    };
+    let wire = Wire { stream: &mut stream, buf: &mut buf };
     // Biased towards the kill switch so a killed origin never answers again, even when
     // a request is already waiting.
     let end = tokio::select! {
@@ -201,17 +196,11 @@ async fn serve(mut w: Wire<'_>, id: usize, shared: &Shared) -> io::Result<End> {
         if framing != Framing::Empty && has_token(&req.headers, "expect", "100-continue") {
             w.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
         }
-        let keep = if req.path() == "/sink" {
-            SINK_KEEP
-        } else {
-            usize::MAX
-        };
+        let keep = if req.path() == "/sink" { SINK_KEEP } else { usize::MAX };
         let mut body = Body::with_cap(keep);
         match w.read_body(framing, &mut body).await {
             Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                return bad_request(w, &shared.name).await
-            }
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => return bad_request(w, &shared.name).await,
             Err(e) => return Err(e),
         }
         (req.body, req.body_len) = (body.data, body.len);
@@ -231,10 +220,8 @@ fn parse_request(conn_id: usize, raw_head: Vec<u8>) -> Option<(SeenRequest, Fram
     let (start, headers) = wire::parse_head(&raw_head)?;
     let mut parts = start.split(' ');
     let (method, target, version) = (parts.next()?, parts.next()?, parts.next()?);
-    let valid = parts.next().is_none()
-        && !method.is_empty()
-        && !target.is_empty()
-        && version.starts_with("HTTP/1.");
+    let valid =
+        parts.next().is_none() && !method.is_empty() && !target.is_empty() && version.starts_with("HTTP/1.");
     if !valid {
         return None;
     }

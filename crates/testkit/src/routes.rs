@@ -35,9 +35,9 @@ pub fn big_byte(offset: u64) -> u8 {
 
 /// A 1×1 transparent GIF, the smallest valid image to serve.
 const GIF: &[u8] = &[
-    0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00,
-    0xff, 0xff, 0xff, 0x21, 0xf9, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x2c, 0x00, 0x00, 0x00, 0x00,
-    0x01, 0x00, 0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3b,
+    0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff,
+    0xff, 0xff, 0x21, 0xf9, 0x04, 0x01, 0x00, 0x00, 0x00, 0x00, 0x2c, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00,
+    0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3b,
 ];
 
 /// Writes the response to `req` and says what the connection does next.
@@ -52,8 +52,7 @@ pub(crate) async fn respond(
         "/chunked" => chunked(w, name, req, keep_alive).await,
         "/close" => close_delimited(w, name, req).await,
         "/malformed" => {
-            w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\n")
-                .await?;
+            w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\n").await?;
             Ok(Next::Close)
         }
         "/reset" => Ok(Next::Reset),
@@ -75,11 +74,7 @@ pub(crate) async fn respond(
 
 /// The fixed-length answer for every path not handled in [`respond`].
 fn simple(name: &str, req: &SeenRequest) -> Reply {
-    let text = |body: String| Reply {
-        status: 200,
-        content_type: "text/plain",
-        body: body.into(),
-    };
+    let text = |body: String| Reply { status: 200, content_type: "text/plain", body: body.into() };
     match req.path() {
         "/index.html" => Reply {
             status: 200,
@@ -90,11 +85,7 @@ fn simple(name: &str, req: &SeenRequest) -> Reply {
             )
             .into(),
         },
-        "/img/a.gif" => Reply {
-            status: 200,
-            content_type: "image/gif",
-            body: GIF.to_vec(),
-        },
+        "/img/a.gif" => Reply { status: 200, content_type: "image/gif", body: GIF.to_vec() },
         "/cgi/xmlprocess.pl" => Reply {
             status: 200,
             content_type: "text/xml",
@@ -104,14 +95,8 @@ fn simple(name: &str, req: &SeenRequest) -> Reply {
             )
             .into(),
         },
-        "/echo" => Reply {
-            body: req.body.clone(),
-            ..text(String::new())
-        },
-        "/headers" => Reply {
-            body: req.raw_head.clone(),
-            ..text(String::new())
-        },
+        "/echo" => Reply { body: req.body.clone(), ..text(String::new()) },
+        "/headers" => Reply { body: req.raw_head.clone(), ..text(String::new()) },
         "/sink" => text(format!("{}\n", req.body_len)),
         path => match path.strip_prefix("/status/") {
             Some(code) => status(code),
@@ -122,34 +107,20 @@ fn simple(name: &str, req: &SeenRequest) -> Reply {
 
 fn default(name: &str, req: &SeenRequest) -> Reply {
     let body = format!("{name} {} {}\n", req.method, req.path());
-    Reply {
-        status: 200,
-        content_type: "text/plain",
-        body: body.into(),
-    }
+    Reply { status: 200, content_type: "text/plain", body: body.into() }
 }
 
 fn bad(why: &str) -> Reply {
-    Reply {
-        status: 400,
-        content_type: "text/plain",
-        body: format!("{why}\n").into(),
-    }
+    Reply { status: 400, content_type: "text/plain", body: format!("{why}\n").into() }
 }
 
 /// `/status/NNN`: any final status; 204 and 304 carry no body.
 fn status(code: &str) -> Reply {
     match code.parse::<u16>() {
-        Ok(n @ (204 | 304)) => Reply {
-            status: n,
-            content_type: "text/plain",
-            body: Vec::new(),
-        },
-        Ok(n @ 200..=599) => Reply {
-            status: n,
-            content_type: "text/plain",
-            body: format!("status {n}\n").into(),
-        },
+        Ok(n @ (204 | 304)) => Reply { status: n, content_type: "text/plain", body: Vec::new() },
+        Ok(n @ 200..=599) => {
+            Reply { status: n, content_type: "text/plain", body: format!("status {n}\n").into() }
+        }
         _ => bad("status must be 200 to 599"),
     }
 }
@@ -180,10 +151,7 @@ fn head(status: u16, name: &str, req: &SeenRequest, keep_alive: bool) -> String 
         (true, "HTTP/1.0") => "Connection: keep-alive\r\n",
         (true, _) => "",
     };
-    format!(
-        "HTTP/1.1 {status} {}\r\nX-Origin: {name}\r\n{connection}",
-        reason(status)
-    )
+    format!("HTTP/1.1 {status} {}\r\nX-Origin: {name}\r\n{connection}", reason(status))
 }
 
 async fn send(
@@ -213,12 +181,7 @@ async fn send(
 
 /// `/chunked`: three chunks, one with an extension, then a trailer. Each piece is its
 /// own write so a proxy sees the body arrive in parts.
-async fn chunked(
-    w: &mut Wire<'_>,
-    name: &str,
-    req: &SeenRequest,
-    keep_alive: bool,
-) -> io::Result<Next> {
+async fn chunked(w: &mut Wire<'_>, name: &str, req: &SeenRequest, keep_alive: bool) -> io::Result<Next> {
     let mut out = head(200, name, req, keep_alive);
     out.push_str("Content-Type: text/plain\r\nTransfer-Encoding: chunked\r\n");
     out.push_str("Trailer: X-Trailer\r\n\r\n");
@@ -248,17 +211,9 @@ async fn close_delimited(w: &mut Wire<'_>, name: &str, req: &SeenRequest) -> io:
 
 /// `/big/N`: N pattern bytes ([`big_byte`]), written one piece at a time so that only
 /// one piece is ever in memory and a slow reader holds the origin back.
-async fn big(
-    w: &mut Wire<'_>,
-    name: &str,
-    req: &SeenRequest,
-    keep_alive: bool,
-    n: u64,
-) -> io::Result<Next> {
+async fn big(w: &mut Wire<'_>, name: &str, req: &SeenRequest, keep_alive: bool, n: u64) -> io::Result<Next> {
     let mut out = head(200, name, req, keep_alive);
-    out.push_str(&format!(
-        "Content-Type: application/octet-stream\r\nContent-Length: {n}\r\n\r\n"
-    ));
+    out.push_str(&format!("Content-Type: application/octet-stream\r\nContent-Length: {n}\r\n\r\n"));
     w.write_all(out.as_bytes()).await?;
     if req.method == "HEAD" {
         return Ok(Next::KeepAlive);

@@ -52,11 +52,7 @@ pub(crate) struct Body {
 impl Body {
     /// A body that keeps at most `cap` bytes.
     pub(crate) fn with_cap(cap: usize) -> Body {
-        Body {
-            data: Vec::new(),
-            len: 0,
-            cap,
-        }
+        Body { data: Vec::new(), len: 0, cap }
     }
 
     fn push(&mut self, bytes: &[u8]) {
@@ -121,11 +117,7 @@ impl Wire<'_> {
     }
 
     /// Reads a body framed as `framing` into `sink`; returns the trailers (chunked only).
-    pub(crate) async fn read_body(
-        &mut self,
-        framing: Framing,
-        sink: &mut Body,
-    ) -> io::Result<Headers> {
+    pub(crate) async fn read_body(&mut self, framing: Framing, sink: &mut Body) -> io::Result<Headers> {
         match framing {
             Framing::Empty => Ok(Vec::new()),
             Framing::Length(n) => self.read_exact(n, sink).await.map(|()| Vec::new()),
@@ -140,10 +132,7 @@ impl Wire<'_> {
         if self.buf.is_empty() && self.fill().await? == 0 {
             return Ok(0);
         }
-        let n = self
-            .buf
-            .len()
-            .min(usize::try_from(max).unwrap_or(usize::MAX));
+        let n = self.buf.len().min(usize::try_from(max).unwrap_or(usize::MAX));
         sink.push(&self.buf[..n]);
         self.buf.drain(..n);
         Ok(n)
@@ -224,10 +213,8 @@ fn header_line(line: &[u8]) -> Option<(String, String)> {
 /// Splits a raw head into its start line and headers; `None` if a header line is not
 /// `name: value`. Folded continuation lines are joined to the previous value.
 pub(crate) fn parse_head(raw: &[u8]) -> Option<(String, Headers)> {
-    let mut lines = raw
-        .split(|&b| b == b'\n')
-        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
-        .take_while(|l| !l.is_empty());
+    let mut lines =
+        raw.split(|&b| b == b'\n').map(|l| l.strip_suffix(b"\r").unwrap_or(l)).take_while(|l| !l.is_empty());
     let start = String::from_utf8_lossy(lines.next()?).into_owned();
     let mut headers: Headers = Vec::new();
     for line in lines {
@@ -244,10 +231,7 @@ pub(crate) fn parse_head(raw: &[u8]) -> Option<(String, Headers)> {
 
 /// The first value of header `name` (ASCII case-insensitive).
 pub(crate) fn find<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    headers
-        .iter()
-        .find(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_str())
+    headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
 }
 
 /// True when any `name` header lists `token` (comma-separated, case-insensitive).
@@ -281,10 +265,7 @@ pub(crate) fn framing(headers: &[(String, String)], request: bool) -> Result<Fra
         .filter(|(n, _)| n.eq_ignore_ascii_case("content-length"))
         .flat_map(|(_, v)| v.split(','));
     for value in values {
-        let n: u64 = value
-            .trim()
-            .parse()
-            .map_err(|_| format!("bad content-length {value:?}"))?;
+        let n: u64 = value.trim().parse().map_err(|_| format!("bad content-length {value:?}"))?;
         if length.is_some_and(|l| l != n) {
             return Err("conflicting content-length values".to_string());
         }
@@ -319,8 +300,7 @@ mod tests {
     #[test]
     fn parses_heads_and_framing() {
         let (start, headers) =
-            parse_head(b"POST /x HTTP/1.1\r\nContent-Length: 5\r\nX: a\r\n  b\r\n\r\n")
-                .expect("valid head");
+            parse_head(b"POST /x HTTP/1.1\r\nContent-Length: 5\r\nX: a\r\n  b\r\n\r\n").expect("valid head");
         assert_eq!(start, "POST /x HTTP/1.1");
         assert_eq!(find(&headers, "x"), Some("a b"));
         assert_eq!(framing(&headers, true), Ok(Framing::Length(5)));

@@ -61,10 +61,7 @@ pub fn ws_client_frame_op(opcode: u8, payload: &[u8], mask: [u8; 4]) -> Vec<u8> 
 
 /// Reads one frame from `stream`, using and refilling `pending` (bytes already read);
 /// returns its opcode and unmasked payload.
-pub async fn ws_read_frame(
-    stream: &mut TcpStream,
-    pending: &mut Vec<u8>,
-) -> io::Result<(u8, Vec<u8>)> {
+pub async fn ws_read_frame(stream: &mut TcpStream, pending: &mut Vec<u8>) -> io::Result<(u8, Vec<u8>)> {
     loop {
         if let Some((opcode, payload, used)) = decode(pending)? {
             pending.drain(..used);
@@ -130,11 +127,7 @@ fn decode(buf: &[u8]) -> io::Result<Option<(u8, Vec<u8>, usize)>> {
         return Ok(None);
     };
     let payload = match mask {
-        Some(key) => data
-            .iter()
-            .zip(key.iter().cycle())
-            .map(|(b, k)| b ^ k)
-            .collect(),
+        Some(key) => data.iter().zip(key.iter().cycle()).map(|(b, k)| b ^ k).collect(),
         None => data.to_vec(),
     };
     Ok(Some((b0 & 0x0F, payload, end)))
@@ -188,10 +181,7 @@ mod tests {
 
     #[test]
     fn accept_key_matches_rfc_example() {
-        assert_eq!(
-            ws_accept_key("dGhlIHNhbXBsZSBub25jZQ=="),
-            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
-        );
+        assert_eq!(ws_accept_key("dGhlIHNhbXBsZSBub25jZQ=="), "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
     }
 
     #[test]

@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use cswitch_testkit::{
-    big_byte, get, ws_accept_key, ws_client_frame, ws_client_frame_op, ws_read_frame, Origin,
-    RawClient, Response, WS_BINARY, WS_CLOSE, WS_TEXT,
+    big_byte, get, ws_accept_key, ws_client_frame, ws_client_frame_op, ws_read_frame, Origin, RawClient,
+    Response, WS_BINARY, WS_CLOSE, WS_TEXT,
 };
 use tokio::io::AsyncReadExt;
 
@@ -44,8 +44,7 @@ async fn demo_pages() {
     let gif = get(o.addr(), "/img/a.gif").await.expect("get");
     assert_eq!(gif.header("content-type"), Some("image/gif"));
     assert!(gif.body.starts_with(b"GIF89a"));
-    let post =
-        b"POST /cgi/xmlprocess.pl HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n<a>hi</a>\r\n";
+    let post = b"POST /cgi/xmlprocess.pl HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n<a>hi</a>\r\n";
     let (_, xml) = exchange(o.addr(), post).await;
     assert_eq!(xml.header("content-type"), Some("text/xml"));
     assert!(xml.body_str().contains("server=\"s2\""));
@@ -55,11 +54,8 @@ async fn demo_pages() {
 #[tokio::test]
 async fn echo_with_length_and_chunked_bodies() {
     let o = Origin::start("s1").await;
-    let (mut c, r) = exchange(
-        o.addr(),
-        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
-    )
-    .await;
+    let (mut c, r) =
+        exchange(o.addr(), b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello").await;
     assert_eq!(r.body, b"hello");
     c.send(
         b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\
@@ -70,10 +66,7 @@ async fn echo_with_length_and_chunked_bodies() {
     let r = c.read_response().await.expect("response");
     assert_eq!(r.body, b"abcdefg");
     let seen = o.requests();
-    assert_eq!(
-        (seen[1].body.as_slice(), seen[1].body_len),
-        (&b"abcdefg"[..], 7)
-    );
+    assert_eq!((seen[1].body.as_slice(), seen[1].body_len), (&b"abcdefg"[..], 7));
     assert_eq!(seen[0].conn_id, seen[1].conn_id);
 }
 
@@ -108,9 +101,7 @@ async fn chunked_response_has_extension_and_trailer() {
     assert_eq!(r.trailers, [("X-Trailer".to_string(), "done".to_string())]);
 
     let mut c = RawClient::connect(o.addr()).await.expect("connect");
-    c.send(b"GET /chunked HTTP/1.1\r\nConnection: close\r\n\r\n")
-        .await
-        .expect("send");
+    c.send(b"GET /chunked HTTP/1.1\r\nConnection: close\r\n\r\n").await.expect("send");
     let mut raw = Vec::new();
     c.stream().read_to_end(&mut raw).await.expect("read");
     let raw = String::from_utf8(raw).expect("text");
@@ -149,14 +140,9 @@ async fn status_codes_and_bodiless_responses() {
 async fn head_request_gets_length_but_no_body() {
     let o = Origin::start("s1").await;
     let mut c = RawClient::connect(o.addr()).await.expect("connect");
-    c.send(b"HEAD /x HTTP/1.1\r\nHost: x\r\n\r\nGET /y HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .expect("send");
+    c.send(b"HEAD /x HTTP/1.1\r\nHost: x\r\n\r\nGET /y HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("send");
     let head = c.read_response_to_head().await.expect("head response");
-    assert_eq!(
-        (head.header("content-length"), head.body.len()),
-        (Some("11"), 0)
-    );
+    assert_eq!((head.header("content-length"), head.body.len()), (Some("11"), 0));
     let next = c.read_response().await.expect("next response");
     assert_eq!(next.body_str(), "s1 GET /y\n");
 }
@@ -177,20 +163,14 @@ async fn big_streams_the_pattern() {
     let r = get(o.addr(), &format!("/big/{n}")).await.expect("get");
     assert_eq!(r.header("content-length"), Some(n.to_string().as_str()));
     assert_eq!(r.body.len(), n);
-    assert!(r
-        .body
-        .iter()
-        .enumerate()
-        .all(|(i, &b)| b == big_byte(i as u64)));
+    assert!(r.body.iter().enumerate().all(|(i, &b)| b == big_byte(i as u64)));
 }
 
 #[tokio::test]
 async fn big_is_held_back_by_a_slow_reader() {
     let o = Origin::start("s1").await;
     let mut c = RawClient::connect(o.addr()).await.expect("connect");
-    c.send(b"GET /big/67108864 HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .expect("send");
+    c.send(b"GET /big/67108864 HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("send");
     // Read a little, then stop: the origin must block on a full socket, not buffer 64 MiB.
     let mut first = [0u8; 4096];
     c.stream().read_exact(&mut first).await.expect("read");
@@ -202,8 +182,7 @@ async fn big_is_held_back_by_a_slow_reader() {
 async fn sink_counts_but_keeps_one_mib() {
     let o = Origin::start("s1").await;
     let n = 3 * 1024 * 1024;
-    let mut req =
-        format!("POST /sink HTTP/1.1\r\nHost: x\r\nContent-Length: {n}\r\n\r\n").into_bytes();
+    let mut req = format!("POST /sink HTTP/1.1\r\nHost: x\r\nContent-Length: {n}\r\n\r\n").into_bytes();
     req.resize(req.len() + n, b'z');
     let (_, r) = exchange(o.addr(), &req).await;
     assert_eq!(r.body_str(), format!("{n}\n"));
@@ -215,9 +194,7 @@ async fn sink_counts_but_keeps_one_mib() {
 async fn malformed_response_is_rejected_by_the_client() {
     let o = Origin::start("s1").await;
     let mut c = RawClient::connect(o.addr()).await.expect("connect");
-    c.send(b"GET /malformed HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .expect("send");
+    c.send(b"GET /malformed HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("send");
     let err = c.read_response().await.expect_err("bad content-length");
     assert_eq!(err.kind(), ErrorKind::InvalidData);
 }
@@ -226,9 +203,7 @@ async fn malformed_response_is_rejected_by_the_client() {
 async fn reset_sends_rst_without_a_response() {
     let o = Origin::start("s1").await;
     let mut c = RawClient::connect(o.addr()).await.expect("connect");
-    c.send(b"GET /reset HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .expect("send");
+    c.send(b"GET /reset HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("send");
     let err = c.read_response().await.expect_err("no response");
     assert_eq!(err.kind(), ErrorKind::ConnectionReset);
     assert_eq!(o.requests()[0].target, "/reset");
@@ -256,10 +231,7 @@ async fn connection_close_and_http10_keep_alive() {
     assert!(c.closed_within(SHORT).await);
 
     let (mut c, r) = exchange(o.addr(), b"GET / HTTP/1.0\r\n\r\n").await;
-    assert_eq!(
-        (r.version.as_str(), r.header("connection")),
-        ("HTTP/1.1", Some("close"))
-    );
+    assert_eq!((r.version.as_str(), r.header("connection")), ("HTTP/1.1", Some("close")));
     assert!(c.closed_within(SHORT).await);
 
     let keep = b"GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n";
@@ -294,28 +266,16 @@ async fn websocket_echo() {
     );
     let (mut c, r) = exchange(o.addr(), upgrade.as_bytes()).await;
     assert_eq!(r.status, 101);
-    assert_eq!(
-        r.header("sec-websocket-accept"),
-        Some(ws_accept_key(key).as_str())
-    );
+    assert_eq!(r.header("sec-websocket-accept"), Some(ws_accept_key(key).as_str()));
     let (stream, pending) = c.parts_mut();
     let mask = [7, 1, 2, 3];
     stream_send(stream, &ws_client_frame(b"hello", mask)).await;
-    assert_eq!(
-        ws_read_frame(stream, pending).await.expect("echo"),
-        (WS_TEXT, b"hello".to_vec())
-    );
+    assert_eq!(ws_read_frame(stream, pending).await.expect("echo"), (WS_TEXT, b"hello".to_vec()));
     let big: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
     stream_send(stream, &ws_client_frame_op(WS_BINARY, &big, mask)).await;
-    assert_eq!(
-        ws_read_frame(stream, pending).await.expect("echo"),
-        (WS_BINARY, big)
-    );
+    assert_eq!(ws_read_frame(stream, pending).await.expect("echo"), (WS_BINARY, big));
     stream_send(stream, &ws_client_frame_op(WS_CLOSE, &[3, 232], mask)).await;
-    assert_eq!(
-        ws_read_frame(stream, pending).await.expect("close"),
-        (WS_CLOSE, vec![3, 232])
-    );
+    assert_eq!(ws_read_frame(stream, pending).await.expect("close"), (WS_CLOSE, vec![3, 232]));
     assert!(c.closed_within(SHORT).await);
 }
 
@@ -336,9 +296,7 @@ async fn kill_refuses_connects_and_resets_open_ones() {
     let o = Origin::start("s1").await;
     let (mut idle, _) = exchange(o.addr(), b"GET / HTTP/1.1\r\n\r\n").await;
     o.kill();
-    let refused = RawClient::connect(o.addr())
-        .await
-        .expect_err("killed origin");
+    let refused = RawClient::connect(o.addr()).await.expect_err("killed origin");
     assert_eq!(refused.kind(), ErrorKind::ConnectionRefused);
     // A request on the open connection is never answered: the connection just dies.
     let _ = idle.send(b"GET /after HTTP/1.1\r\n\r\n").await;
@@ -350,8 +308,6 @@ async fn kill_refuses_connects_and_resets_open_ones() {
 async fn start_on_a_taken_address_fails() {
     let o = Origin::start("s1").await;
     assert!(Origin::start_on("s2", o.addr()).await.is_err());
-    let free = Origin::start_on("s2", "127.0.0.1:0".parse().expect("addr"))
-        .await
-        .expect("start");
+    let free = Origin::start_on("s2", "127.0.0.1:0".parse().expect("addr")).await.expect("start");
     assert_ne!(free.addr().port(), 0);
 }
