@@ -1,0 +1,1 @@
+//! The LCS rule language (seed 000 §5): written by the rules helper.
