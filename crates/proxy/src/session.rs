@@ -45,35 +45,72 @@ pub struct Client {
     pub buf: Option<IoBuf>,
 }
 
-/// Keeps the session counts right however the session ends (including being dropped at
-/// the end of the grace period).
-struct SessionGuard(Rc<Worker>);
+/// Keeps the open-connection count right however the session ends (including being
+/// dropped with the worker's runtime at shutdown).
+struct ConnGuard<'a>(&'a Worker);
 
-impl Drop for SessionGuard {
+impl Drop for ConnGuard<'_> {
     fn drop(&mut self) {
-        let w = &self.0;
-        w.sessions.set(w.sessions.get() - 1);
-        w.shared.client_conns.fetch_sub(1, Ordering::AcqRel);
-        w.session_ended.notify_waiters();
+        self.0.shared.client_conns.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Counts a request in progress; shutdown waits for these (idle connections are simply
+/// closed with the runtime: they have nothing in flight).
+struct BusyGuard<'a>(&'a Worker);
+
+impl<'a> BusyGuard<'a> {
+    fn new(worker: &'a Worker) -> Self {
+        worker.busy.set(worker.busy.get() + 1);
+        BusyGuard(worker)
+    }
+}
+
+impl Drop for BusyGuard<'_> {
+    fn drop(&mut self) {
+        let w = self.0;
+        w.busy.set(w.busy.get() - 1);
+        if w.shutting_down() {
+            w.busy_ended.notify_waiters();
+        }
     }
 }
 
 /// Serves one client connection to its end.
 pub async fn serve(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, listener: usize) {
-    worker.sessions.set(worker.sessions.get() + 1);
-    let _guard = SessionGuard(Rc::clone(&worker));
+    let _conn = ConnGuard(&worker);
     let mut client = Client { stream, peer, buf: None };
     while wait_for_request(&worker, &mut client).await {
-        let snap = worker.shared.snapshot.load_full();
-        let mut scratch = take_scratch(&worker);
-        let keep = request::handle(&worker, &snap, listener, &mut client, &mut scratch).await;
-        worker.scratch.borrow_mut().push(scratch);
-        if !keep {
+        // Boxed: the request phases hold far more state than an idle connection needs, and
+        // an unboxed future would reserve that space in every idle keep-alive connection.
+        let keep = Box::pin(serve_one(&worker, listener, &mut client)).await;
+        if !keep || worker.shutting_down() {
             break;
         }
     }
     if let Some(buf) = client.buf.take() {
         worker.bufs.give(buf);
+    }
+}
+
+/// One request, on the snapshot current when it started.
+async fn serve_one(worker: &Worker, listener: usize, client: &mut Client) -> bool {
+    let _busy = BusyGuard::new(worker);
+    let snap = worker.shared.snapshot.load_full();
+    let mut scratch = take_scratch(worker);
+    let keep = request::handle(worker, &snap, listener, client, &mut scratch).await;
+    give_scratch(worker, scratch);
+    keep
+}
+
+/// Spare scratch spaces kept per worker; more are freed (a burst of concurrent requests
+/// should not pin its peak memory forever).
+const SCRATCH_KEEP: usize = 16;
+
+fn give_scratch(worker: &Worker, scratch: Scratch) {
+    let mut spare = worker.scratch.borrow_mut();
+    if spare.len() < SCRATCH_KEEP {
+        spare.push(scratch);
     }
 }
 
@@ -91,7 +128,8 @@ fn take_scratch(worker: &Worker) -> Scratch {
 }
 
 /// Waits until the next request's first bytes are here. An idle connection gives its buffer
-/// back while it waits. False: close (idle timeout, shutdown, or the client went away).
+/// back while it waits, and holds nothing but this small future (the idle-memory bench
+/// measures it). False: close (idle timeout, shutdown, or the client went away).
 async fn wait_for_request(worker: &Worker, client: &mut Client) -> bool {
     if client.buf.as_ref().is_some_and(|b| !b.is_empty()) {
         return true; // pipelined bytes already here
@@ -99,24 +137,20 @@ async fn wait_for_request(worker: &Worker, client: &mut Client) -> bool {
     if let Some(buf) = client.buf.take() {
         worker.bufs.give(buf);
     }
-    let shutdown = worker.shutdown.notified();
-    if worker.shutting_down() {
-        return false;
-    }
     let idle = worker.shared.snapshot.load().config.timeouts.client_idle;
-    tokio::select! {
-        r = tokio::time::timeout(idle, client.stream.readable()) => match r {
-            Ok(Ok(())) => {
-                client.buf = Some(worker.bufs.take());
-                true
-            }
-            Ok(Err(_)) => false,
-            Err(_) => {
-                worker.shared.stats.inc(Counter::IdleTimeout);
-                false
-            }
-        },
-        _ = shutdown => false,
+    // `poll_read_ready` parks the waker in the socket's own registration; `readable()` would
+    // add a waiter node to this future, which every idle connection would carry.
+    let readable = std::future::poll_fn(|cx| client.stream.poll_read_ready(cx));
+    match tokio::time::timeout(idle, readable).await {
+        Ok(Ok(())) if !worker.shutting_down() => {
+            client.buf = Some(worker.bufs.take());
+            true
+        }
+        Ok(_) => false,
+        Err(_) => {
+            worker.shared.stats.inc(Counter::IdleTimeout);
+            false
+        }
     }
 }
 

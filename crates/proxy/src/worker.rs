@@ -48,12 +48,12 @@ pub struct Worker {
     pub candidates: RefCell<Vec<Candidate>>,
     /// Access log (used when the snapshot says it is enabled).
     pub log: AccessLog,
-    /// Sessions open on this worker.
-    pub sessions: Cell<usize>,
-    /// Woken when shutdown starts (sessions idle on keep-alive close at once).
+    /// Requests in progress on this worker.
+    pub busy: Cell<usize>,
+    /// Woken when shutdown starts (the accept loops stop).
     pub shutdown: Notify,
-    /// Woken whenever a session ends (the shutdown waits for the count to reach zero).
-    pub session_ended: Notify,
+    /// Woken, during shutdown, whenever a request ends.
+    pub busy_ended: Notify,
 }
 
 impl Worker {
@@ -64,14 +64,14 @@ impl Worker {
         let buf_size = limits.buffer_bytes.max(limits.max_head_bytes + 1);
         Worker {
             pools: Pools::new(limits.pool_idle_per_server),
-            bufs: BufPool::new(buf_size, 1024),
+            bufs: BufPool::new(buf_size, 16),
             scratch: RefCell::new(Vec::new()),
             schedulers: RefCell::new((u64::MAX, Vec::new())),
             candidates: RefCell::new(Vec::new()),
             log: AccessLog::new(sink),
-            sessions: Cell::new(0),
+            busy: Cell::new(0),
             shutdown: Notify::new(),
-            session_ended: Notify::new(),
+            busy_ended: Notify::new(),
             shared: Arc::clone(&shared),
         }
     }
@@ -160,8 +160,9 @@ async fn housekeeping(worker: Rc<Worker>) {
     }
 }
 
-/// Waits for the shutdown signal, stops accepting, lets sessions finish within the grace
-/// period, then returns (remaining sessions are dropped with the runtime).
+/// Waits for the shutdown signal, stops accepting, lets requests in progress finish within
+/// the grace period, then returns: the runtime is dropped with every remaining session, which
+/// closes idle keep-alive connections at once.
 async fn wait_for_shutdown(worker: &Rc<Worker>) {
     loop {
         let notified = worker.shared.shutdown_notify.notified();
@@ -173,11 +174,11 @@ async fn wait_for_shutdown(worker: &Rc<Worker>) {
     worker.shutdown.notify_waiters();
     let grace = worker.shared.snapshot.load().config.global.grace_period;
     let drained = async {
-        while worker.sessions.get() > 0 {
-            worker.session_ended.notified().await;
+        while worker.busy.get() > 0 {
+            worker.busy_ended.notified().await;
         }
     };
     if tokio::time::timeout(grace, drained).await.is_err() {
-        tracing::warn!(left = worker.sessions.get(), "grace period over; closing sessions");
+        tracing::warn!(left = worker.busy.get(), "grace period over; closing connections with requests in progress");
     }
 }
