@@ -54,7 +54,9 @@ async fn write_parts<W: AsyncWrite + Unpin>(w: &mut W, parts: &[&[u8]]) -> Resul
             offset = 0;
             continue;
         }
-        let n = if first + 1 == parts.len() {
+        // A vectored write only when a second non-empty part follows (a request without
+        // body bytes is a plain write).
+        let n = if parts[first + 1..].iter().all(|p| p.is_empty()) {
             w.write(&parts[first][offset..]).await?
         } else {
             let slices = [IoSlice::new(&parts[first][offset..]), IoSlice::new(parts[first + 1])];
