@@ -268,6 +268,7 @@ fn limits_fields(a: &Limits, b: &Limits) -> Vec<String> {
     field(o, "retries", a.retries, b.retries);
     field(o, "pool_idle_per_server", a.pool_idle_per_server, b.pool_idle_per_server);
     field(o, "buffer_bytes", a.buffer_bytes, b.buffer_bytes);
+    field(o, "rule_body_bytes", a.rule_body_bytes, b.rule_body_bytes);
     out
 }
 
@@ -281,6 +282,7 @@ fn timeout_fields(a: &Timeouts, b: &Timeouts) -> Vec<String> {
         ("queue", a.queue, b.queue),
         ("tunnel_idle", a.tunnel_idle, b.tunnel_idle),
         ("pool_idle", a.pool_idle, b.pool_idle),
+        ("sticky_ip", a.sticky_ip, b.sticky_ip),
     ];
     let mut out = Vec::new();
     for (name, old, new) in pairs {
@@ -298,6 +300,7 @@ fn listener_fields(a: &Listener, b: &Listener) -> Vec<String> {
     field(&mut out, "rules", rules(a), rules(b));
     field(&mut out, "x_forwarded_for", a.x_forwarded_for, b.x_forwarded_for);
     field(&mut out, "x_forwarded_proto", a.x_forwarded_proto, b.x_forwarded_proto);
+    field(&mut out, "xml_form_field", format!("{:?}", a.xml_form_field), format!("{:?}", b.xml_form_field));
     out
 }
 

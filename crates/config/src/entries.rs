@@ -21,6 +21,7 @@ pub(crate) struct ListenerDraft {
     rules: Option<PathBuf>,
     x_forwarded_for: bool,
     x_forwarded_proto: bool,
+    xml_form_field: Option<String>,
 }
 
 impl ListenerDraft {
@@ -34,6 +35,7 @@ impl ListenerDraft {
             rules: self.rules,
             x_forwarded_for: self.x_forwarded_for,
             x_forwarded_proto: self.x_forwarded_proto,
+            xml_form_field: self.xml_form_field,
         })
     }
 }
@@ -85,6 +87,7 @@ pub(crate) fn listener(t: &Table, sink: &mut Sink, base: &Path) -> ListenerDraft
         rules: rules(t, sink, base),
         x_forwarded_for: t.bool_or(sink, "x_forwarded_for", true),
         x_forwarded_proto: t.bool_or(sink, "x_forwarded_proto", true),
+        xml_form_field: t.string(sink, "xml_form_field").map(|f| f.value.to_string()),
     }
 }
 

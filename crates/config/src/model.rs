@@ -72,6 +72,8 @@ pub struct Limits {
     pub pool_idle_per_server: usize,
     /// Size of each connection's I/O buffer (default 16384 bytes).
     pub buffer_bytes: usize,
+    /// Body bytes read before deciding, when a rule reads the body (default 1 MiB) → 413 beyond.
+    pub rule_body_bytes: usize,
 }
 
 /// `[timeouts]`; written in the file as "500ms", "10s", "5m", "1h".
@@ -93,6 +95,8 @@ pub struct Timeouts {
     pub tunnel_idle: Duration,
     /// Idle pooled server connections are closed after this (default 30s).
     pub pool_idle: Duration,
+    /// How long a `STICKY_IP` rule keeps a client address on its server (default 10m).
+    pub sticky_ip: Duration,
 }
 
 /// Protocol a listener speaks.
@@ -119,6 +123,9 @@ pub struct Listener {
     pub x_forwarded_for: bool,
     /// Set `X-Forwarded-Proto` (default true; value "http").
     pub x_forwarded_proto: bool,
+    /// For urlencoded bodies, the form field that carries the XML the rules read
+    /// (default: the first field whose value starts with `<`).
+    pub xml_form_field: Option<String>,
 }
 
 /// `[[group]]`

@@ -20,6 +20,7 @@ const LIMITS_KEYS: &[&str] = &[
     "retries",
     "pool_idle_per_server",
     "buffer_bytes",
+    "rule_body_bytes",
 ];
 const TIMEOUTS_KEYS: &[&str] = &[
     "client_head",
@@ -30,9 +31,19 @@ const TIMEOUTS_KEYS: &[&str] = &[
     "queue",
     "tunnel_idle",
     "pool_idle",
+    "sticky_ip",
 ];
 pub(crate) const LISTENER_KEYS: &[&str] =
-    &["name", "bind", "protocol", "default_group", "rules", "x_forwarded_for", "x_forwarded_proto"];
+    &[
+    "name",
+    "bind",
+    "protocol",
+    "default_group",
+    "rules",
+    "x_forwarded_for",
+    "x_forwarded_proto",
+    "xml_form_field",
+];
 pub(crate) const GROUP_KEYS: &[&str] = &["name", "scheduler", "servers"];
 pub(crate) const SERVER_KEYS: &[&str] = &["name", "addr", "weight", "maxconn"];
 
@@ -115,6 +126,7 @@ pub(crate) fn limits(root: &Table, sink: &mut Sink) -> Limits {
         retries,
         pool_idle_per_server: int("pool_idle_per_server", d.pool_idle_per_server, 0, 100_000),
         buffer_bytes: int("buffer_bytes", d.buffer_bytes, 1024, 16 * MIB),
+        rule_body_bytes: int("rule_body_bytes", d.rule_body_bytes, 0, 64 * MIB),
     }
 }
 
@@ -128,6 +140,7 @@ fn default_limits() -> Limits {
         retries: 2,
         pool_idle_per_server: 64,
         buffer_bytes: 16_384,
+        rule_body_bytes: 1 << 20,
     }
 }
 
@@ -141,6 +154,7 @@ pub(crate) fn timeouts(root: &Table, sink: &mut Sink) -> Timeouts {
         queue: Duration::from_secs(5),
         tunnel_idle: Duration::from_secs(3600),
         pool_idle: Duration::from_secs(30),
+        sticky_ip: Duration::from_secs(600),
     };
     let Some(t) = root.section(sink, "timeouts") else {
         return d;
@@ -157,6 +171,7 @@ pub(crate) fn timeouts(root: &Table, sink: &mut Sink) -> Timeouts {
         queue: get("queue", d.queue),
         tunnel_idle: get("tunnel_idle", d.tunnel_idle),
         pool_idle: get("pool_idle", d.pool_idle),
+        sticky_ip: get("sticky_ip", d.sticky_ip),
     }
 }
 

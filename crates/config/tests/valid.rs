@@ -27,6 +27,7 @@ max_queue = 10
 retries = 1
 pool_idle_per_server = 8
 buffer_bytes = 4096
+rule_body_bytes = 65536
 
 [timeouts]
 client_head = "5s"
@@ -37,6 +38,7 @@ server_response = "2m"
 queue = "1s"
 tunnel_idle = "2h"
 pool_idle = "10s"
+sticky_ip = "30m"
 
 [[listener]]
 name = "web"
@@ -82,6 +84,7 @@ fn listener(name: &str, bind: &str, group: &str) -> Listener {
         rules: None,
         x_forwarded_for: true,
         x_forwarded_proto: true,
+        xml_form_field: None,
     }
 }
 
@@ -104,6 +107,7 @@ fn expected_full() -> Config {
             retries: 1,
             pool_idle_per_server: 8,
             buffer_bytes: 4096,
+            rule_body_bytes: 65536,
         },
         timeouts: Timeouts {
             client_head: secs(5),
@@ -114,6 +118,7 @@ fn expected_full() -> Config {
             queue: secs(1),
             tunnel_idle: secs(7200),
             pool_idle: secs(10),
+            sticky_ip: secs(1800),
         },
         listeners: vec![
             Listener {
@@ -176,6 +181,7 @@ fn minimal_config_gets_every_default() {
             retries: 2,
             pool_idle_per_server: 64,
             buffer_bytes: 16_384,
+            rule_body_bytes: 1 << 20,
         },
         timeouts: Timeouts {
             client_head: secs(10),
@@ -186,6 +192,7 @@ fn minimal_config_gets_every_default() {
             queue: secs(5),
             tunnel_idle: secs(3600),
             pool_idle: secs(30),
+            sticky_ip: secs(600),
         },
         listeners: vec![listener("web", "127.0.0.1:8080", "web")],
         groups: vec![Group {
