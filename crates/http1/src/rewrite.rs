@@ -20,6 +20,12 @@ pub struct RequestRewrite<'a> {
     pub forwarded_proto: Option<&'a str>,
     /// Keep `Upgrade` and send `Connection: upgrade` (the request is an upgrade).
     pub upgrade: bool,
+    /// Fields to set (the rules' `setHeader`): the client's fields of these names are
+    /// dropped and these are added, in order; of two with the same name the later wins.
+    /// Fields that frame the message or are hop-by-hop (`Content-Length`,
+    /// `Transfer-Encoding`, `Connection`, …) are never set: changing them would let a rule
+    /// make the server read the body differently from us.
+    pub set_headers: &'a [(&'a str, &'a str)],
 }
 
 /// What to change in a response head on its way to the client.
@@ -60,7 +66,8 @@ pub fn write_request_head(buf: &[u8], head: &RequestHead, rw: &RequestRewrite, o
     };
     for (i, h) in head.headers.iter().enumerate() {
         let name = h.name.slice(buf);
-        let replaced = rw.forwarded_proto.is_some() && is(buf, h, b"x-forwarded-proto");
+        let replaced = (rw.forwarded_proto.is_some() && is(buf, h, b"x-forwarded-proto"))
+            || rw.set_headers.iter().any(|(n, _)| settable(n) && name.eq_ignore_ascii_case(n.as_bytes()));
         if hop.drops(name) || replaced {
             continue;
         }
@@ -77,8 +84,34 @@ pub fn write_request_head(buf: &[u8], head: &RequestHead, rw: &RequestRewrite, o
     write_request_additions(head.version, rw, out);
 }
 
+/// Whether a rule may set a field of this name (see `RequestRewrite::set_headers`).
+fn settable(name: &str) -> bool {
+    const NEVER: [&str; 8] = [
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+    ];
+    !name.is_empty() && !NEVER.iter().any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// The rules' fields, each name once (the last value given wins).
+fn write_set_headers(set: &[(&str, &str)], out: &mut Vec<u8>) {
+    for (i, (name, value)) in set.iter().enumerate() {
+        let overridden = set[i + 1..].iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+        if settable(name) && !overridden {
+            let _ = write!(out, "{name}: {value}\r\n");
+        }
+    }
+}
+
 /// The fields cswitch adds to a request after the client's, and the end of the head.
 fn write_request_additions(version: Version, rw: &RequestRewrite, out: &mut Vec<u8>) {
+    write_set_headers(rw.set_headers, out);
     if let Some(proto) = rw.forwarded_proto {
         out.extend_from_slice(b"X-Forwarded-Proto: ");
         out.extend_from_slice(proto.as_bytes());

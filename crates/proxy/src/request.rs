@@ -111,6 +111,7 @@ fn prepare_forwarded_head(
         forwarded_for: listener.x_forwarded_for.then(|| client.peer.ip()),
         forwarded_proto: listener.x_forwarded_proto.then_some("http"),
         upgrade: scratch.req.upgrade,
+        set_headers: &[],
     };
     scratch.req_out.clear();
     write_request_head(buf.filled(), &scratch.req, &rw, &mut scratch.req_out);

@@ -251,6 +251,7 @@ fn check_parsed_request_rewrites(input: &[u8]) -> Result<(), TestCaseError> {
         forwarded_for: Some(IpAddr::V4(Ipv4Addr::LOCALHOST)),
         forwarded_proto: Some("https"),
         upgrade: h.upgrade,
+        set_headers: &[],
     };
     let mut out = Vec::new();
     write_request_head(input, &h, &rw, &mut out);

@@ -5,7 +5,7 @@ use crate::{write_request_head, write_response_head, RequestRewrite, ResponseRew
 use std::net::IpAddr;
 
 const PLAIN: RequestRewrite<'static> =
-    RequestRewrite { forwarded_for: None, forwarded_proto: None, upgrade: false };
+    RequestRewrite { forwarded_for: None, forwarded_proto: None, upgrade: false, set_headers: &[] };
 
 fn rewrite_req(input: &[u8], rw: &RequestRewrite) -> String {
     let head = req(input).unwrap();
@@ -80,10 +80,18 @@ fn x_forwarded_proto() {
     assert_eq!(rewrite_req(input, &rw), "GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-Proto: http\r\n\r\n");
     // Without a value to set, the client's are forwarded.
     assert_eq!(rewrite_req(input, &PLAIN), String::from_utf8_lossy(input));
-    let both =
-        RequestRewrite { forwarded_for: ip("1.2.3.4"), forwarded_proto: Some("https"), upgrade: false };
+    let both = RequestRewrite { forwarded_for: ip("1.2.3.4"), forwarded_proto: Some("https"), ..PLAIN };
     let want = "GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 1.2.3.4\r\nX-Forwarded-Proto: https\r\n\r\n";
     assert_eq!(rewrite_req(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", &both), want);
+}
+
+#[test]
+fn set_headers_replace_the_clients_and_never_touch_framing() {
+    let input = b"POST / HTTP/1.1\r\nHost: a\r\nX-Tier: free\r\nContent-Length: 2\r\nx-tier: again\r\n\r\n";
+    let set = [("X-Tier", "gold"), ("Content-Length", "99"), ("X-Rule", "R1"), ("x-tier", "platinum")];
+    let rw = RequestRewrite { set_headers: &set, ..PLAIN };
+    let want = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\nX-Rule: R1\r\nx-tier: platinum\r\n\r\n";
+    assert_eq!(rewrite_req(input, &rw), want);
 }
 
 #[test]

@@ -135,6 +135,7 @@ proptest! {
             forwarded_for: ip.map(|v| IpAddr::V4(Ipv4Addr::from(v))),
             forwarded_proto: proto,
             upgrade,
+            set_headers: &[],
         };
         let mut out = Vec::new();
         write_request_head(&input, &h, &rw, &mut out);
