@@ -64,6 +64,10 @@ fn init_tracing() {
 fn check(path: &Path) -> ExitCode {
     match config::load(path) {
         Ok(cfg) => {
+            if let Err(errors) = proxy::compile_rules(&cfg) {
+                eprint!("{errors}");
+                return ExitCode::FAILURE;
+            }
             println!(
                 "{}: ok ({} listener(s), {} group(s))",
                 path.display(),

@@ -68,6 +68,16 @@ impl IoBuf {
         self.len() == self.data.len()
     }
 
+    /// Removes filled bytes `from..to` (offsets into `filled()`), closing the gap.
+    pub fn remove_range(&mut self, from: usize, to: usize) {
+        let (from, to) = (from.min(self.len()), to.min(self.len()));
+        if from >= to {
+            return;
+        }
+        self.data.copy_within(self.start + to..self.end, self.start + from);
+        self.end -= to - from;
+    }
+
     /// Empties the buffer.
     pub fn clear(&mut self) {
         self.start = 0;
@@ -117,6 +127,15 @@ mod tests {
         assert_eq!(b.filled(), b"fgh");
         assert_eq!(b.spare().len(), 5);
         assert_eq!(b.filled(), b"fgh");
+    }
+
+    #[test]
+    fn remove_range_closes_the_gap() {
+        let mut b = IoBuf::new(8);
+        b.spare()[..6].copy_from_slice(b"headXY");
+        b.advance(6);
+        b.remove_range(4, 5);
+        assert_eq!(b.filled(), b"headY");
     }
 
     #[test]

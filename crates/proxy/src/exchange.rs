@@ -47,11 +47,13 @@ enum PumpFail {
 }
 
 /// Runs the exchange on `server`; returns the connection to the pool when it can be reused.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     worker: &Worker,
     snap: &Snapshot,
     client: &mut Client,
     scratch: &mut Scratch,
+    body: &BodyScanner,
     mut server: TcpStream,
     srv: &ServerRt,
     outcome: &mut Outcome,
@@ -61,13 +63,19 @@ pub async fn run(
     // exchange (an aborted response can leave bytes behind).
     scratch.sbuf.clear();
     let timeouts = &snap.config.timeouts;
-    let mut body = BodyScanner::new(scratch.req.body, snap.max_body);
-    let first = match body.scan(cbuf.filled()) {
-        Ok(scan) => scan,
-        Err(e) => return Exchange::Failed(Some(body_refusal(worker, e))),
+    // The scanner continues where the route phase left it (past any body it buffered);
+    // a copy, so a retry starts from the same place.
+    let mut body = body.clone();
+    let first = if scratch.body_complete {
+        http1::Scan { consumed: 0, done: true }
+    } else {
+        match body.scan(cbuf.filled()) {
+            Ok(scan) => scan,
+            Err(e) => return Exchange::Failed(Some(body_refusal(worker, e))),
+        }
     };
     let deadline = Instant::now() + timeouts.server_response;
-    let parts = [scratch.req_out.as_slice(), &cbuf.filled()[..first.consumed]];
+    let parts = [scratch.req_out.as_slice(), &scratch.held, &cbuf.filled()[..first.consumed]];
     if write_all_parts(&mut server, &parts, deadline).await.is_err() {
         return Exchange::Unanswered { delivered: false };
     }

@@ -54,13 +54,19 @@ async fn write_parts<W: AsyncWrite + Unpin>(w: &mut W, parts: &[&[u8]]) -> Resul
             offset = 0;
             continue;
         }
-        // A vectored write only when a second non-empty part follows (a request without
+        // A vectored write only when a later non-empty part follows (a request without
         // body bytes is a plain write).
         let n = if parts[first + 1..].iter().all(|p| p.is_empty()) {
             w.write(&parts[first][offset..]).await?
         } else {
-            let slices = [IoSlice::new(&parts[first][offset..]), IoSlice::new(parts[first + 1])];
-            w.write_vectored(&slices).await?
+            let mut slices = [IoSlice::new(&[]); 4];
+            slices[0] = IoSlice::new(&parts[first][offset..]);
+            let mut n = 1;
+            for p in parts[first + 1..].iter().filter(|p| !p.is_empty()).take(3) {
+                slices[n] = IoSlice::new(p);
+                n += 1;
+            }
+            w.write_vectored(&slices[..n]).await?
         };
         if n == 0 {
             return Err(IoFail::Io);

@@ -20,13 +20,15 @@ mod pool;
 mod reply;
 mod request;
 mod respond;
+mod route;
 mod session;
 mod snapshot;
 mod stats;
+mod sticky;
 mod switch;
 mod tunnel;
 mod upstream;
 mod worker;
 
 pub use stats::{Counter, Stats};
-pub use switch::{ReloadError, Switch};
+pub use switch::{compile_rules, ReloadError, Switch};

@@ -5,13 +5,16 @@
 
 use crate::access_log::Record;
 use crate::exchange::{self, Exchange};
-use crate::respond::{write_refusal, Refusal};
+use crate::respond::{write_redirect, write_refusal, Refusal};
+use crate::route::{self, Route};
+use crate::sticky::Target;
 use crate::session::{read_head, Client, HeadFail, Scratch};
 use crate::snapshot::{ListenerRt, Snapshot};
 use crate::stats::Counter;
 use crate::upstream::{self, ActiveGuard, Tried};
 use crate::worker::Worker;
-use http1::{write_request_head, BodyKind, RequestRewrite};
+use http1::{write_request_head, BodyKind, BodyScanner, RequestRewrite};
+use rules::Sticky;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -59,8 +62,7 @@ pub async fn handle(
             if let Some(r) = admit_request(worker, snap, &scratch.req) {
                 refuse(worker, client, scratch, r, &mut outcome).await
             } else {
-                let l = &snap.listeners[listener];
-                route_and_forward(worker, snap, l, client, scratch, &mut outcome).await
+                route_and_forward(worker, snap, listener, client, scratch, &mut outcome).await
             }
         }
     };
@@ -83,19 +85,69 @@ fn admit_request(worker: &Worker, snap: &Snapshot, req: &http1::RequestHead) -> 
     }
 }
 
-/// Phase "route": no rules yet, so the listener's default group (seed 000's NO_CS).
+/// Where a request is being sent, as the route phase decided.
+struct Dispatch {
+    listener: usize,
+    group: usize,
+    prefer: Option<u64>,
+    sticky: Sticky,
+}
+
+/// Phase "route" (sticky entries, rules, default group), then the action it decided.
 async fn route_and_forward(
     worker: &Worker,
     snap: &Snapshot,
-    listener: &ListenerRt,
+    listener: usize,
     client: &mut Client,
     scratch: &mut Scratch,
     outcome: &mut Outcome,
 ) -> bool {
-    let group = listener.default_group;
-    outcome.group = Some(group);
-    prepare_forwarded_head(listener, client, scratch, outcome);
-    forward_with_retries(worker, snap, group, client, scratch, outcome).await
+    let mut body = BodyScanner::new(scratch.req.body, snap.max_body);
+    scratch.body_complete = scratch.req.body == BodyKind::None;
+    let route = route::decide(worker, snap, listener, client, scratch, &mut body).await;
+    outcome.bytes_in += scratch.held.len() as u64;
+    match route {
+        Route::Forward { group, prefer, sticky } => {
+            outcome.group = Some(group);
+            prepare_forwarded_head(&snap.listeners[listener], client, scratch, outcome);
+            let dispatch = Dispatch { listener, group, prefer, sticky };
+            forward_with_retries(worker, snap, &dispatch, client, scratch, &body, outcome).await
+        }
+        Route::Refuse(r) => refuse(worker, client, scratch, r, outcome).await,
+        Route::Drop => {
+            outcome.error = Some("dropped by rule");
+            false
+        }
+        Route::Redirect(status) => redirect(worker, client, scratch, status, outcome).await,
+        Route::Closed => false,
+    }
+}
+
+/// Answers a rule's redirect. The connection stays open when the request's body has been
+/// read whole (there is nothing of it left to skip).
+async fn redirect(
+    worker: &Worker,
+    client: &mut Client,
+    scratch: &mut Scratch,
+    status: u16,
+    outcome: &mut Outcome,
+) -> bool {
+    worker.shared.stats.inc(Counter::RuleRedirects);
+    let keep = scratch.body_complete && scratch.req.keep_alive && !worker.shutting_down();
+    if let Some(buf) = client.buf.as_mut() {
+        buf.consume(scratch.req.head_len);
+    }
+    scratch.resp_out.clear();
+    write_redirect(status, &scratch.location, keep, &mut scratch.resp_out);
+    let deadline = Instant::now() + snap_client_io(worker);
+    let ok = crate::io::write_all_parts(&mut client.stream, &[&scratch.resp_out], deadline).await.is_ok();
+    outcome.status = status;
+    outcome.bytes_out += scratch.resp_out.len() as u64;
+    ok && keep
+}
+
+fn snap_client_io(worker: &Worker) -> Duration {
+    worker.shared.snapshot.load().config.timeouts.client_io
 }
 
 /// Writes the head the server gets into `scratch.req_out` (once; retries resend it) and
@@ -107,11 +159,13 @@ fn prepare_forwarded_head(
     outcome: &mut Outcome,
 ) {
     let Some(buf) = client.buf.as_mut() else { return };
+    // Empty (and not allocated) unless a rule used setHeader.
+    let set: Vec<(&str, &str)> = scratch.set_headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
     let rw = RequestRewrite {
         forwarded_for: listener.x_forwarded_for.then(|| client.peer.ip()),
         forwarded_proto: listener.x_forwarded_proto.then_some("http"),
         upgrade: scratch.req.upgrade,
-        set_headers: &[],
+        set_headers: &set,
     };
     scratch.req_out.clear();
     write_request_head(buf.filled(), &scratch.req, &rw, &mut scratch.req_out);
@@ -123,20 +177,24 @@ fn prepare_forwarded_head(
 async fn forward_with_retries(
     worker: &Worker,
     snap: &Snapshot,
-    group_index: usize,
+    d: &Dispatch,
     client: &mut Client,
     scratch: &mut Scratch,
+    body: &BodyScanner,
     outcome: &mut Outcome,
 ) -> bool {
     let stats = &worker.shared.stats;
-    let group = snap.group(group_index);
+    let group = snap.group(d.group);
     let retries = snap.config.limits.retries;
-    let replayable = scratch.req.idempotent && scratch.req.body == BodyKind::None;
+    // Replaying is safe for an idempotent request whose whole body (if any) is still here.
+    let replayable = scratch.req.idempotent && scratch.body_complete;
     let mut tried = Tried::default();
     let mut attempts = 0u32;
     let mut last_failure = Refusal::new(503, "no server available");
     loop {
-        let Some(index) = upstream::pick(worker, snap, group_index, &tried) else {
+        let preferred = d.prefer.and_then(|id| group.servers.iter().position(|s| s.id == id));
+        let pick = preferred.filter(|i| !tried.contains(*i));
+        let Some(index) = pick.or_else(|| upstream::pick(worker, snap, d.group, &tried)) else {
             if attempts == 0 {
                 stats.inc(Counter::NoServer);
             }
@@ -163,8 +221,12 @@ async fn forward_with_retries(
                 continue;
             }
         };
-        match exchange::run(worker, snap, client, scratch, stream, server, outcome).await {
-            Exchange::Done { keep_client } => return keep_client,
+        match exchange::run(worker, snap, client, scratch, body, stream, server, outcome).await {
+            Exchange::Done { keep_client } => {
+                let target = Target { group: d.group, server: server.id };
+                route::remember(worker, snap, d.listener, client, d.sticky, target);
+                return keep_client;
+            }
             Exchange::Failed(None) => return false,
             Exchange::Failed(Some(r)) => return refuse(worker, client, scratch, r, outcome).await,
             Exchange::Unanswered { delivered } => {
@@ -236,7 +298,7 @@ fn log(
     let record = Record {
         client: client.peer,
         listener: &snap.listeners[listener].name,
-        rule: "-",
+        rule: if scratch.rule.is_empty() { "-" } else { &scratch.rule },
         group: group.map_or("-", |g| g.name.as_str()),
         server: server.unwrap_or("-"),
         method: if scratch.method.is_empty() { "-" } else { &scratch.method },

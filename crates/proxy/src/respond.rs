@@ -51,6 +51,22 @@ pub fn write_refusal(r: Refusal, out: &mut Vec<u8>) {
     out.extend_from_slice(s.as_bytes());
 }
 
+/// Appends a redirect to `location` (a rule's `redirect(status, "url")`).
+pub fn write_redirect(status: u16, location: &str, keep_alive: bool, out: &mut Vec<u8>) {
+    let phrase = match status {
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        _ => "Redirect",
+    };
+    let connection = if keep_alive { "" } else { "Connection: close\r\n" };
+    let mut s = String::with_capacity(96 + location.len());
+    let _ = write!(s, "HTTP/1.1 {status} {phrase}\r\nLocation: {location}\r\nContent-Length: 0\r\n{connection}\r\n");
+    out.extend_from_slice(s.as_bytes());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

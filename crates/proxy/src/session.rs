@@ -33,6 +33,35 @@ pub struct Scratch {
     pub method: String,
     /// See `method`.
     pub target: String,
+    /// Label of the rule that decided (empty: none).
+    pub rule: String,
+    /// setHeader edits the rules decided on.
+    pub set_headers: Vec<(String, String)>,
+    /// Location of a rule's redirect.
+    pub location: String,
+    /// Body bytes read before routing (the rules needed them), raw as they will be forwarded.
+    pub held: Vec<u8>,
+    /// The same body, de-chunked, for the rules.
+    pub payload: Vec<u8>,
+    /// The whole body is in `held` (or there is none): the request can be replayed.
+    pub body_complete: bool,
+}
+
+impl Scratch {
+    /// Forgets the previous request (and a body buffer a large body grew past 64 KiB, so a
+    /// burst of large bodies does not pin its memory in the recycled scratch spaces).
+    pub fn reset(&mut self) {
+        if self.held.capacity() > 64 * 1024 {
+            self.held = Vec::new();
+            self.payload = Vec::new();
+        }
+        self.rule.clear();
+        self.set_headers.clear();
+        self.location.clear();
+        self.held.clear();
+        self.payload.clear();
+        self.body_complete = false;
+    }
 }
 
 /// The client side of a session.
@@ -43,6 +72,16 @@ pub struct Client {
     pub peer: SocketAddr,
     /// Bytes read and not yet handled; `None` while idle between requests.
     pub buf: Option<IoBuf>,
+    /// Server this connection is pinned to by a `STICKY_IP_PORT` rule.
+    pub sticky: Option<crate::sticky::Target>,
+}
+
+impl Client {
+    /// The address the client connected to (asked of the kernel: only rules reading
+    /// `dstip` / `dstport` need it).
+    pub fn local(&self) -> SocketAddr {
+        self.stream.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
 }
 
 /// Keeps the open-connection count right however the session ends (including being
@@ -79,7 +118,7 @@ impl Drop for BusyGuard<'_> {
 /// Serves one client connection to its end.
 pub async fn serve(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, listener: usize) {
     let _conn = ConnGuard(&worker);
-    let mut client = Client { stream, peer, buf: None };
+    let mut client = Client { stream, peer, buf: None, sticky: None };
     while wait_for_request(&worker, &mut client).await {
         // Boxed: the request phases hold far more state than an idle connection needs, and
         // an unboxed future would reserve that space in every idle keep-alive connection.
@@ -98,6 +137,7 @@ async fn serve_one(worker: &Worker, listener: usize, client: &mut Client) -> boo
     let _busy = BusyGuard::new(worker);
     let snap = worker.shared.snapshot.load_full();
     let mut scratch = take_scratch(worker);
+    scratch.reset();
     let keep = request::handle(worker, &snap, listener, client, &mut scratch).await;
     give_scratch(worker, scratch);
     keep
@@ -124,6 +164,12 @@ fn take_scratch(worker: &Worker) -> Scratch {
         sbuf: worker.bufs.take(),
         method: String::new(),
         target: String::new(),
+        rule: String::new(),
+        set_headers: Vec::new(),
+        location: String::new(),
+        held: Vec::new(),
+        payload: Vec::new(),
+        body_complete: false,
     })
 }
 

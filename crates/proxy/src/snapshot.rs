@@ -53,6 +53,8 @@ pub struct ListenerRt {
     pub x_forwarded_for: bool,
     /// Set X-Forwarded-Proto.
     pub x_forwarded_proto: bool,
+    /// Compiled rules, if the listener has a rule file.
+    pub rules: Option<Arc<rules::RuleSet>>,
 }
 
 /// The whole runtime view of one config generation.
@@ -74,19 +76,28 @@ pub struct Snapshot {
 static NEXT_SERVER_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Snapshot {
-    /// Builds a snapshot from a validated config, reusing server runtimes of `previous`.
-    pub fn build(config: Config, previous: Option<&Snapshot>, generation: u64) -> Snapshot {
+    /// Builds a snapshot from a validated config and its listeners' compiled rules (one
+    /// entry per listener, in order), reusing server runtimes of `previous`.
+    pub fn build(
+        config: Config,
+        mut rules: Vec<Option<Arc<rules::RuleSet>>>,
+        previous: Option<&Snapshot>,
+        generation: u64,
+    ) -> Snapshot {
+        rules.resize(config.listeners.len(), None);
         let groups: Vec<Arc<GroupRt>> =
             config.groups.iter().map(|g| Arc::new(build_group(g, previous))).collect();
         let listeners = config
             .listeners
             .iter()
-            .map(|l| ListenerRt {
+            .zip(rules)
+            .map(|(l, rules)| ListenerRt {
                 name: l.name.clone(),
                 // Validated by config: default_group names an existing group.
                 default_group: groups.iter().position(|g| g.name == l.default_group).unwrap_or(0),
                 x_forwarded_for: l.x_forwarded_for,
                 x_forwarded_proto: l.x_forwarded_proto,
+                rules,
             })
             .collect();
         let limits = &config.limits;
@@ -99,6 +110,12 @@ impl Snapshot {
     /// Group `index` (an index taken from this snapshot).
     pub fn group(&self, index: usize) -> &Arc<GroupRt> {
         &self.groups[index]
+    }
+
+    /// Whether group `group` still has the server with this id (sticky entries outlive
+    /// reloads and must be checked).
+    pub fn has_server(&self, group: usize, id: u64) -> bool {
+        self.groups.get(group).is_some_and(|g| g.servers.iter().any(|s| s.id == id))
     }
 }
 

@@ -57,9 +57,15 @@ pub enum Counter {
     Reloads,
     /// Config reloads refused (invalid file).
     ReloadsFailed,
+    /// Requests refused by a rule's `deny()`.
+    RuleDenied,
+    /// Connections closed by a rule's `drop()`.
+    RuleDropped,
+    /// Requests answered by a rule's `redirect()`.
+    RuleRedirects,
 }
 
-const COUNTERS: usize = Counter::ReloadsFailed as usize + 1;
+const COUNTERS: usize = Counter::RuleRedirects as usize + 1;
 
 impl Counter {
     /// Stable snake_case label.
@@ -91,6 +97,9 @@ impl Counter {
             Tunnels => "tunnels",
             Reloads => "reloads",
             ReloadsFailed => "reloads_failed",
+            RuleDenied => "rule_denied",
+            RuleDropped => "rule_dropped",
+            RuleRedirects => "rule_redirects",
         }
     }
 }

@@ -7,6 +7,7 @@ use crate::stats::{Counter, Stats};
 use crate::worker::{self, Shared};
 use arc_swap::ArcSwap;
 use config::Config;
+use rules::{CompileOptions, RuleSet};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::SocketAddr;
@@ -20,6 +21,45 @@ pub enum ReloadError {
     /// Listeners cannot change without a restart (their sockets are bound once).
     #[error("listener '{0}' was added, removed or rebound; listeners change only on restart")]
     ListenersChanged(String),
+    /// A rule file does not compile (the message has every error with file:line:col).
+    #[error("{0}")]
+    Rules(String),
+}
+
+/// Compiled rules of each listener, in config order (`None`: no rule file). Warnings (rules
+/// that can never fire) are logged; errors are returned, every one with file:line:col.
+pub fn compile_rules(config: &Config) -> Result<Vec<Option<Arc<RuleSet>>>, String> {
+    let groups: Vec<&str> = config.groups.iter().map(|g| g.name.as_str()).collect();
+    let mut out = Vec::with_capacity(config.listeners.len());
+    let mut errors = String::new();
+    for l in &config.listeners {
+        let Some(path) = &l.rules else {
+            out.push(None);
+            continue;
+        };
+        let source = match std::fs::read_to_string(path) {
+            Ok(s) => s,
+            Err(e) => {
+                errors.push_str(&format!("{}: error: cannot read rules of listener '{}': {e}\n", path.display(), l.name));
+                continue;
+            }
+        };
+        let options = CompileOptions { xml_form_field: l.xml_form_field.clone() };
+        match RuleSet::compile_with(&source, path, &groups, &options) {
+            Ok(rules) => {
+                if !rules.warnings().is_empty() {
+                    tracing::warn!("rules of listener '{}':\n{}", l.name, rules.warnings());
+                }
+                out.push(Some(Arc::new(rules)));
+            }
+            Err(diags) => errors.push_str(&diags.to_string()),
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
 }
 
 /// A running switch.
@@ -33,15 +73,17 @@ impl Switch {
     /// Binds every listener and starts the workers. Errors (address in use, bad access-log
     /// path) are returned before anything runs.
     pub fn start(config: Config) -> io::Result<Switch> {
+        let rules = compile_rules(&config).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let workers = worker_count(&config);
         let (addrs, sockets) = bind_all(&config, workers)?;
         let sinks = (0..workers).map(|_| open_sink(&config)).collect::<io::Result<Vec<_>>>()?;
         let shared = Arc::new(Shared {
-            snapshot: ArcSwap::from_pointee(Snapshot::build(config, None, 0)),
+            snapshot: ArcSwap::from_pointee(Snapshot::build(config, rules, None, 0)),
             stats: Stats::default(),
             client_conns: AtomicUsize::new(0),
             shutting_down: AtomicBool::new(false),
             shutdown_notify: tokio::sync::Notify::new(),
+            sticky_ip: Default::default(),
         });
         let mut threads = Vec::with_capacity(workers);
         for (i, (listeners, sink)) in sockets.into_iter().zip(sinks).enumerate() {
@@ -77,8 +119,12 @@ impl Switch {
             self.shared.stats.inc(Counter::ReloadsFailed);
             return Err(e);
         }
+        let rules = compile_rules(&config).map_err(|e| {
+            self.shared.stats.inc(Counter::ReloadsFailed);
+            ReloadError::Rules(e)
+        })?;
         let generation = current.generation + 1;
-        let next = Snapshot::build(config, Some(&current), generation);
+        let next = Snapshot::build(config, rules, Some(&current), generation);
         self.shared.snapshot.store(Arc::new(next));
         self.shared.stats.inc(Counter::Reloads);
         Ok(generation)

@@ -30,6 +30,8 @@ pub struct Shared {
     pub shutting_down: AtomicBool,
     /// Woken once when `shutting_down` is set.
     pub shutdown_notify: Notify,
+    /// Client addresses a `STICKY_IP` rule pinned to a server.
+    pub sticky_ip: crate::sticky::StickyIp,
 }
 
 /// Per-worker state; lives in an `Rc` on the worker's thread.
@@ -48,6 +50,8 @@ pub struct Worker {
     pub candidates: RefCell<Vec<Candidate>>,
     /// Access log (used when the snapshot says it is enabled).
     pub log: AccessLog,
+    /// Rule evaluation scratch (used synchronously, never across an await).
+    pub eval: RefCell<rules::EvalState>,
     /// Requests in progress on this worker.
     pub busy: Cell<usize>,
     /// Woken when shutdown starts (the accept loops stop).
@@ -69,6 +73,7 @@ impl Worker {
             schedulers: RefCell::new((u64::MAX, Vec::new())),
             candidates: RefCell::new(Vec::new()),
             log: AccessLog::new(sink),
+            eval: RefCell::new(rules::EvalState::new()),
             busy: Cell::new(0),
             shutdown: Notify::new(),
             busy_ended: Notify::new(),

@@ -1,0 +1,257 @@
+//! XML tag paths (seed 000 §4.3): every `xml.…` path the rules reference is resolved in one
+//! streaming pass (quick-xml over the body bytes) that stops as soon as each path has a
+//! value or is known to be absent. The paths form a trie; a step `name:N` matches the N-th
+//! element named `name` among the children of the element matched by the step before
+//! (for the first step: among the root-level elements, of which a document here may have
+//! several). A path's value is the element's text content (descendant text included),
+//! entities resolved, trimmed.
+//!
+//! Partial input: a value is committed only at its element's end tag, and a path is known
+//! absent only when the element that would contain it closes (or a complete body ends),
+//! so what a prefix of the body decides never changes when more arrives.
+
+use quick_xml::events::Event;
+use quick_xml::Reader;
+
+use crate::ast::XmlPath;
+use crate::xml_skip::skip_children;
+
+const ROOT: u32 = 0;
+
+/// The compiled trie of referenced paths.
+#[derive(Debug, Default)]
+pub(crate) struct XmlPlan {
+    nodes: Vec<XNode>,
+    /// Number of sibling counters (one per node and distinct child name).
+    slots: usize,
+}
+
+#[derive(Debug, Default)]
+struct XNode {
+    /// Distinct child names; child name `k` counts in counter `slot_base + k`.
+    names: Vec<Box<[u8]>>,
+    slot_base: usize,
+    /// (name index, 1-based position, node).
+    children: Vec<(usize, u32, u32)>,
+    /// The path that ends at this node.
+    path: Option<u32>,
+    /// Every path ending at this node or below it.
+    subtree: Vec<u32>,
+}
+
+impl XmlPlan {
+    pub fn new(paths: &[XmlPath]) -> XmlPlan {
+        let mut plan = XmlPlan { nodes: vec![XNode::default()], slots: 0 };
+        for (id, path) in paths.iter().enumerate() {
+            let mut at = ROOT;
+            plan.nodes[ROOT as usize].subtree.push(id as u32);
+            for step in &path.steps {
+                at = plan.child(at, step.name.as_bytes(), step.index.unwrap_or(1));
+                plan.nodes[at as usize].subtree.push(id as u32);
+            }
+            plan.nodes[at as usize].path = Some(id as u32);
+        }
+        let mut base = 0;
+        for node in &mut plan.nodes {
+            node.slot_base = base;
+            base += node.names.len();
+        }
+        plan.slots = base;
+        plan
+    }
+
+    fn child(&mut self, parent: u32, name: &[u8], index: u32) -> u32 {
+        let node = &mut self.nodes[parent as usize];
+        let k = match node.names.iter().position(|n| &**n == name) {
+            Some(k) => k,
+            None => {
+                node.names.push(name.into());
+                node.names.len() - 1
+            }
+        };
+        if let Some(&(_, _, c)) = node.children.iter().find(|(nk, ni, _)| *nk == k && *ni == index) {
+            return c;
+        }
+        let c = self.nodes.len() as u32;
+        self.nodes[parent as usize].children.push((k, index, c));
+        self.nodes.push(XNode::default());
+        c
+    }
+
+    pub fn path_count(&self) -> usize {
+        self.nodes[ROOT as usize].subtree.len()
+    }
+}
+
+/// What is known about one path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PathState {
+    /// Not seen yet and the input ended early: need more body.
+    Pending,
+    Found,
+    Absent,
+}
+
+/// Per-worker buffers for the scan, reused across requests.
+#[derive(Debug, Default)]
+pub(crate) struct XmlScratch {
+    counters: Vec<u32>,
+    stack: Vec<u32>,
+    capturing: Vec<(u32, u32)>,
+    pub values: Vec<Vec<u8>>,
+    pub states: Vec<PathState>,
+    pending: usize,
+}
+
+impl XmlScratch {
+    /// Marks every path "not yet known" (used when the XML source itself is unknown).
+    pub fn all(&mut self, plan: &XmlPlan, state: PathState) {
+        let n = plan.path_count();
+        self.values.resize_with(n, Vec::new);
+        self.states.clear();
+        self.states.resize(n, state);
+    }
+
+    /// Resolves every path over `input`; `complete` says whether it is the whole document.
+    pub fn scan(&mut self, plan: &XmlPlan, input: &[u8], complete: bool) {
+        self.scan_with(plan, input, complete, true);
+    }
+
+    /// `scan`, with the fast skipping of irrelevant markup switchable (tests compare both).
+    pub fn scan_with(&mut self, plan: &XmlPlan, input: &[u8], complete: bool, skip: bool) {
+        self.all(plan, PathState::Pending);
+        self.values.iter_mut().for_each(Vec::clear);
+        self.counters.clear();
+        self.counters.resize(plan.slots, 0);
+        self.stack.clear();
+        self.capturing.clear();
+        self.pending = plan.path_count();
+        if self.pending > 0 {
+            self.run(plan, input, skip);
+        }
+        if complete {
+            for s in &mut self.states {
+                if *s == PathState::Pending {
+                    *s = PathState::Absent;
+                }
+            }
+        }
+    }
+
+    fn run(&mut self, plan: &XmlPlan, input: &[u8], skip: bool) {
+        let mut reader = Reader::from_reader(input);
+        let config = reader.config_mut();
+        // Depth is tracked here, so quick-xml need not match end names; documents may
+        // have several root elements (§4.3), which quick-xml accepts as they are.
+        config.check_end_names = false;
+        config.allow_unmatched_ends = true;
+        let mut depth: u32 = 0;
+        loop {
+            if skip && self.capturing.is_empty() {
+                // Jump straight to the next child a path goes through (or the end of the
+                // current element) instead of having quick-xml build an event for every
+                // tag in between: the bulk of a large document is crossed this way.
+                let wanted: &[Box<[u8]>] = match self.stack.len() == depth as usize {
+                    true => &plan.nodes[*self.stack.last().unwrap_or(&ROOT) as usize].names,
+                    false => &[],
+                };
+                let rest = reader.get_mut();
+                *rest = skip_children(rest, wanted).map_or(&[][..], |at| &rest[at..]);
+            }
+            match reader.read_event() {
+                Ok(Event::Start(e)) => {
+                    self.open(plan, e.name().as_ref(), depth);
+                    depth += 1;
+                }
+                Ok(Event::Empty(e)) => {
+                    self.open(plan, e.name().as_ref(), depth);
+                    self.close(plan, depth);
+                }
+                Ok(Event::End(_)) if depth > 0 => {
+                    depth -= 1;
+                    self.close(plan, depth);
+                }
+                Ok(Event::Text(t)) if !self.capturing.is_empty() => match t.unescape() {
+                    Ok(text) => self.append(text.as_bytes()),
+                    Err(_) => self.append(&t),
+                },
+                Ok(Event::CData(c)) if !self.capturing.is_empty() => self.append(&c),
+                // A syntax error is either the cut end of a partial body or a broken
+                // document; either way nothing after it can be trusted.
+                Ok(Event::Eof) | Err(_) => return,
+                Ok(_) => {}
+            }
+            if self.pending == 0 {
+                return;
+            }
+            // Inside a value whitespace is text; elsewhere quick-xml may drop it.
+            reader.config_mut().trim_text_start = self.capturing.is_empty();
+        }
+    }
+
+    fn append(&mut self, text: &[u8]) {
+        for &(path, _) in &self.capturing {
+            self.values[path as usize].extend_from_slice(text);
+        }
+    }
+
+    /// An element named `name` opens at `depth` (0 = root level).
+    fn open(&mut self, plan: &XmlPlan, name: &[u8], depth: u32) {
+        if self.stack.len() != depth as usize {
+            return; // inside an element no path goes through
+        }
+        let parent = &plan.nodes[*self.stack.last().unwrap_or(&ROOT) as usize];
+        let Some(k) = parent.names.iter().position(|n| &**n == name) else { return };
+        let count = &mut self.counters[parent.slot_base + k];
+        *count += 1;
+        let n = *count;
+        let Some(&(_, _, child)) = parent.children.iter().find(|(ck, ci, _)| *ck == k && *ci == n) else {
+            return;
+        };
+        self.stack.push(child);
+        let node = &plan.nodes[child as usize];
+        self.counters[node.slot_base..node.slot_base + node.names.len()].fill(0);
+        if let Some(path) = node.path {
+            if self.states[path as usize] == PathState::Pending {
+                self.values[path as usize].clear();
+                self.capturing.push((path, depth));
+            }
+        }
+    }
+
+    /// The element at `depth` closes.
+    fn close(&mut self, plan: &XmlPlan, depth: u32) {
+        if self.stack.len() != depth as usize + 1 {
+            return;
+        }
+        let Some(node) = self.stack.pop() else { return };
+        if let Some(&(path, d)) = self.capturing.last() {
+            if d == depth {
+                self.capturing.pop();
+                let v = &mut self.values[path as usize];
+                let trimmed = trim_range(v);
+                v.truncate(trimmed.end);
+                v.drain(..trimmed.start);
+                self.resolve(path, PathState::Found);
+            }
+        }
+        // Whatever this element could have contained and did not is absent for good.
+        for &path in &plan.nodes[node as usize].subtree {
+            self.resolve(path, PathState::Absent);
+        }
+    }
+
+    fn resolve(&mut self, path: u32, state: PathState) {
+        let s = &mut self.states[path as usize];
+        if *s == PathState::Pending {
+            *s = state;
+            self.pending -= 1;
+        }
+    }
+}
+
+fn trim_range(v: &[u8]) -> std::ops::Range<usize> {
+    let start = v.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(v.len());
+    let end = v.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    start..end.max(start)
+}
