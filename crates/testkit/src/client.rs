@@ -57,6 +57,16 @@ impl RawClient {
         Ok(RawClient { stream, buf: Vec::new() })
     }
 
+    /// Connects from a chosen local address (e.g. another loopback address, for rules on
+    /// the client's IP).
+    pub async fn connect_from(local: SocketAddr, addr: SocketAddr) -> io::Result<RawClient> {
+        let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        socket.bind(local)?;
+        let stream = socket.connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok(RawClient { stream, buf: Vec::new() })
+    }
+
     /// Writes `bytes` as they are.
     pub async fn send(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.stream.write_all(bytes).await
