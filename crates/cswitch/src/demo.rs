@@ -3,13 +3,18 @@
 //! example config `examples/demo.toml`.
 
 use anyhow::Context;
-use std::path::Path;
 
 const DEMO_CONFIG: &str = include_str!("../../../examples/demo.toml");
+const DEMO_RULES: &str = include_str!("../../../examples/demo.rules");
 
 /// Runs the demo until Ctrl-C.
 pub fn run() -> anyhow::Result<()> {
-    let cfg = config::parse(DEMO_CONFIG, Path::new("examples/demo.toml"))
+    // The embedded files are written out so the demo loads them as an operator's would be.
+    let dir = std::env::temp_dir().join(format!("cswitch-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("demo.toml"), DEMO_CONFIG)?;
+    std::fs::write(dir.join("demo.rules"), DEMO_RULES)?;
+    let cfg = config::load(&dir.join("demo.toml"))
         .map_err(|d| anyhow::anyhow!("embedded demo config is invalid:\n{d}"))?;
     let origins_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let origins = origins_rt.block_on(start_origins(&cfg))?;
@@ -22,8 +27,11 @@ pub fn run() -> anyhow::Result<()> {
 }
 
 async fn start_origins(cfg: &config::Config) -> anyhow::Result<Vec<testkit::Origin>> {
-    let mut origins = Vec::new();
+    let mut origins: Vec<testkit::Origin> = Vec::new();
     for server in cfg.groups.iter().flat_map(|g| &g.servers) {
+        if origins.iter().any(|o| o.addr() == server.addr) {
+            continue; // a server in several groups is one origin
+        }
         let origin = testkit::Origin::start_on(&server.name, server.addr)
             .await
             .with_context(|| format!("starting origin {} on {}", server.name, server.addr))?;
@@ -37,10 +45,13 @@ fn print_banner(addr: std::net::SocketAddr, origins: &[testkit::Origin]) {
     for o in origins {
         println!("  origin {} on {}", o.name(), o.addr());
     }
+    println!("Rules: examples/demo.rules (images → static = s3, XML purchases over 50000 → premium = s1, /admin denied).");
     println!("Try:");
-    println!("  curl -i http://{addr}/index.html        # repeat: the answer names s1, s2 or s3");
-    println!("  curl -i http://{addr}/img/a.gif");
-    println!("  curl -i -d '<purchase><totalAmount>60000</totalAmount></purchase>' -H 'Content-Type: text/xml' http://{addr}/cgi/xmlprocess.pl");
+    println!("  curl -i http://{addr}/index.html        # no rule: the answer names s1, s2 or s3");
+    println!("  curl -i http://{addr}/img/a.gif         # rule Images: always s3");
+    println!("  curl -i -d '<purchase><totalAmount>60000</totalAmount></purchase>' -H 'Content-Type: text/xml' http://{addr}/cgi/xmlprocess.pl   # rule Premium: s1");
+    println!("  curl -i -d '<purchase><totalAmount>600</totalAmount></purchase>' -H 'Content-Type: text/xml' http://{addr}/cgi/xmlprocess.pl     # default group");
+    println!("  curl -i http://{addr}/admin/             # rule Admin: 403");
     println!("  curl -si http://{addr}/a http://{addr}/b http://{addr}/c | grep X-Origin   # one connection, per-request routing");
     println!("Access log below. Ctrl-C stops.");
 }

@@ -5,6 +5,7 @@
 //! It is the only crate that uses `anyhow`.
 
 mod demo;
+mod explain;
 mod signals;
 
 use anyhow::Context;
@@ -35,6 +36,22 @@ enum Command {
     },
     /// Start three built-in origins and the switch in front of them on 127.0.0.1:8080.
     Demo,
+    /// Show how a raw request would be routed: each rule tried, what its conditions saw,
+    /// the rule that fired, and the group and server that would get the request.
+    Explain {
+        /// Config file (TOML).
+        #[arg(short, long)]
+        config: PathBuf,
+        /// File holding a raw HTTP request (head and body; LF or CRLF line ends).
+        #[arg(short, long)]
+        request: PathBuf,
+        /// Client address the request comes from.
+        #[arg(long, default_value = "127.0.0.1:50000")]
+        src: std::net::SocketAddr,
+        /// Listener it arrives on (default: the first).
+        #[arg(long)]
+        listener: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -44,6 +61,9 @@ fn main() -> ExitCode {
         Command::Run { config } => run(&config),
         Command::Check { config } => return check(&config),
         Command::Demo => demo::run(),
+        Command::Explain { config, request, src, listener } => {
+            explain::run(&config, &request, src, listener.as_deref())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

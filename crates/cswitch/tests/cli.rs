@@ -113,3 +113,96 @@ fn run_reloads_on_sighup_and_stops_on_sigterm() {
     let status = child.wait().unwrap();
     assert!(status.success(), "exit status {status}");
 }
+
+fn rules_fixture(tag: &str, rules: &str) -> PathBuf {
+    let dir = tempdir(tag);
+    std::fs::write(dir.join("web.rules"), rules).unwrap();
+    std::fs::write(
+        dir.join("cswitch.toml"),
+        "[[listener]]\nname = \"web\"\nbind = \"127.0.0.1:8080\"\ndefault_group = \"web\"\nrules = \"web.rules\"\n\
+         [[group]]\nname = \"web\"\nservers = [ { name = \"s1\", addr = \"127.0.0.1:9001\" } ]\n\
+         [[group]]\nname = \"hsServers\"\nscheduler = \"wrr\"\nservers = [ { name = \"h1\", addr = \"127.0.0.1:9101\", weight = 1 }, { name = \"h2\", addr = \"127.0.0.1:9102\", weight = 3 } ]\n\
+         [[group]]\nname = \"defaultServers\"\nservers = [ { name = \"d1\", addr = \"127.0.0.1:9201\" } ]\n",
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn check_reports_the_papers_misspelled_action() {
+    let dir = rules_fixture(
+        "routto",
+        "R6: if (xml.purchase/totalAmount > 5000) { routeTo(hsServers, NONSTICKY); } else { routTo(defaultServers, NONSTICKY); }\n",
+    );
+    let out = cswitch().args(["check", "--config"]).arg(dir.join("cswitch.toml")).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("web.rules:1:84: error: unknown action 'routTo' — did you mean 'routeTo'?"),
+        "{err}"
+    );
+    assert!(err.contains('^'), "a caret line: {err}");
+}
+
+#[test]
+fn explain_shows_the_rules_tried_and_the_server() {
+    let dir = rules_fixture(
+        "explain",
+        "R5: if (match(url, \"xmlprocess.pl\")) { goto R6; }\n\
+         R6: if (xml.purchase/totalAmount > 5000) { routeTo(hsServers, NONSTICKY); } else { routeTo(defaultServers, NONSTICKY); }\n",
+    );
+    let body = "<purchase><totalAmount>7000</totalAmount></purchase>";
+    let raw = format!(
+        "POST /cgi/xmlprocess.pl HTTP/1.1\nHost: shop\nContent-Type: text/xml\nContent-Length: {}\n\n{body}",
+        body.len()
+    );
+    std::fs::write(dir.join("req.http"), raw).unwrap();
+    let out = cswitch()
+        .args(["explain", "--config"])
+        .arg(dir.join("cswitch.toml"))
+        .arg("--request")
+        .arg(dir.join("req.http"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("R5") && text.contains("R6"), "{text}");
+    assert!(text.contains("7000"), "the value the condition saw: {text}");
+    assert!(text.contains("decision: rule R6 routes to group hsServers"), "{text}");
+    assert!(text.contains("server: h2"), "wrr picks the heavier server first: {text}");
+}
+
+#[test]
+fn a_changed_rule_file_is_reloaded_without_a_signal() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let (a, b) =
+        rt.block_on(async { (testkit::Origin::start("a").await, testkit::Origin::start("b").await) });
+    let dir = tempdir("watch");
+    let port = free_port();
+    std::fs::write(dir.join("web.rules"), "A: if (prefix(path, \"/\")) { routeTo(ga); }\n").unwrap();
+    let text = format!(
+        "[global]\nworkers = 1\ngrace_period = \"1s\"\n[access_log]\nenabled = false\n\
+         [[listener]]\nname = \"web\"\nbind = \"127.0.0.1:{port}\"\ndefault_group = \"ga\"\nrules = \"web.rules\"\n\
+         [[group]]\nname = \"ga\"\nservers = [ {{ name = \"a\", addr = \"{}\" }} ]\n\
+         [[group]]\nname = \"gb\"\nservers = [ {{ name = \"b\", addr = \"{}\" }} ]\n",
+        a.addr(),
+        b.addr()
+    );
+    let path = dir.join("cswitch.toml");
+    std::fs::write(&path, text).unwrap();
+    let mut child = cswitch().args(["run", "--config"]).arg(&path).stderr(Stdio::piped()).spawn().unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines().map_while(Result::ok);
+    wait_for_log(&mut lines, "listening");
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let origin = |rt: &tokio::runtime::Runtime| {
+        rt.block_on(testkit::get(addr, "/")).unwrap().header("X-Origin").unwrap().to_string()
+    };
+    assert_eq!(origin(&rt), "a");
+    // mtime resolution: make sure the new file's time differs.
+    std::thread::sleep(Duration::from_millis(1100));
+    std::fs::write(dir.join("web.rules"), "B: if (prefix(path, \"/\")) { routeTo(gb); }\n").unwrap();
+    wait_for_log(&mut lines, "config reloaded");
+    assert_eq!(origin(&rt), "b");
+    signal(&child, "-TERM");
+    assert!(child.wait().unwrap().success());
+}
