@@ -33,8 +33,7 @@ const TIMEOUTS_KEYS: &[&str] = &[
     "pool_idle",
     "sticky_ip",
 ];
-pub(crate) const LISTENER_KEYS: &[&str] =
-    &[
+pub(crate) const LISTENER_KEYS: &[&str] = &[
     "name",
     "bind",
     "protocol",

@@ -63,7 +63,10 @@ pub fn write_redirect(status: u16, location: &str, keep_alive: bool, out: &mut V
     };
     let connection = if keep_alive { "" } else { "Connection: close\r\n" };
     let mut s = String::with_capacity(96 + location.len());
-    let _ = write!(s, "HTTP/1.1 {status} {phrase}\r\nLocation: {location}\r\nContent-Length: 0\r\n{connection}\r\n");
+    let _ = write!(
+        s,
+        "HTTP/1.1 {status} {phrase}\r\nLocation: {location}\r\nContent-Length: 0\r\n{connection}\r\n"
+    );
     out.extend_from_slice(s.as_bytes());
 }
 

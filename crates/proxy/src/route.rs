@@ -167,7 +167,9 @@ async fn buffer_more(
         match read_some(&mut client.stream, buf, deadline).await {
             Ok(0) | Err(IoFail::Io) => return Err(Route::Closed),
             Ok(_) => {}
-            Err(IoFail::Timeout) => return Err(Route::Refuse(Refusal::new(408, "request body not received in time"))),
+            Err(IoFail::Timeout) => {
+                return Err(Route::Refuse(Refusal::new(408, "request body not received in time")))
+            }
         }
     }
     let after_head = &buf.filled()[head_len..];
@@ -223,7 +225,9 @@ impl rules::Request for HeadView<'_> {
 
     fn header_each<'a>(&'a self, name: &str, visit: &mut dyn FnMut(&'a [u8]) -> bool) {
         for h in &self.req.headers {
-            if h.name.slice(self.head).eq_ignore_ascii_case(name.as_bytes()) && visit(h.value.slice(self.head)) {
+            if h.name.slice(self.head).eq_ignore_ascii_case(name.as_bytes())
+                && visit(h.value.slice(self.head))
+            {
                 return;
             }
         }
@@ -235,7 +239,14 @@ impl rules::Request for HeadView<'_> {
 }
 
 /// Records stickiness for the server a sticky route ended on.
-pub fn remember(worker: &Worker, snap: &Snapshot, listener: usize, client: &mut Client, sticky: Sticky, target: Target) {
+pub fn remember(
+    worker: &Worker,
+    snap: &Snapshot,
+    listener: usize,
+    client: &mut Client,
+    sticky: Sticky,
+    target: Target,
+) {
     match sticky {
         Sticky::IpPort => client.sticky = Some(target),
         Sticky::Ip => {

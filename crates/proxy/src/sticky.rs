@@ -40,7 +40,10 @@ pub struct StickyIp {
 
 impl Default for StickyIp {
     fn default() -> Self {
-        StickyIp { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(), len: AtomicUsize::new(0) }
+        StickyIp {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            len: AtomicUsize::new(0),
+        }
     }
 }
 

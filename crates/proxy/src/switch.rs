@@ -40,7 +40,11 @@ pub fn compile_rules(config: &Config) -> Result<Vec<Option<Arc<RuleSet>>>, Strin
         let source = match std::fs::read_to_string(path) {
             Ok(s) => s,
             Err(e) => {
-                errors.push_str(&format!("{}: error: cannot read rules of listener '{}': {e}\n", path.display(), l.name));
+                errors.push_str(&format!(
+                    "{}: error: cannot read rules of listener '{}': {e}\n",
+                    path.display(),
+                    l.name
+                ));
                 continue;
             }
         };

@@ -184,6 +184,9 @@ async fn wait_for_shutdown(worker: &Rc<Worker>) {
         }
     };
     if tokio::time::timeout(grace, drained).await.is_err() {
-        tracing::warn!(left = worker.busy.get(), "grace period over; closing connections with requests in progress");
+        tracing::warn!(
+            left = worker.busy.get(),
+            "grace period over; closing connections with requests in progress"
+        );
     }
 }

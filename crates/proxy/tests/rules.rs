@@ -11,7 +11,8 @@ use std::time::Duration;
 use testkit::{Origin, RawClient};
 use tokio::io::AsyncWriteExt;
 
-const GROUPS: &[&str] = &["web", "server1", "server2", "server3", "LBServerGroup", "hsServers", "defaultServers", "api"];
+const GROUPS: &[&str] =
+    &["web", "server1", "server2", "server3", "LBServerGroup", "hsServers", "defaultServers", "api"];
 
 /// The paper's rules; R4's addresses become loopback ones (the client connects from
 /// 127.0.0.2) and its port the listener's.
@@ -108,8 +109,8 @@ fn paper_cases(urlencoded: bool) -> Vec<(Vec<u8>, &'static str)> {
         }
     };
     vec![
-        (body(PAPER_DOC), "server2"),                 // R1: 52000 is not > 52000; R2: CCL
-        (body(&purchase("XYZ", 7000)), "hsServers"),  // R5 → R6 then-branch
+        (body(PAPER_DOC), "server2"),                // R1: 52000 is not > 52000; R2: CCL
+        (body(&purchase("XYZ", 7000)), "hsServers"), // R5 → R6 then-branch
         (body(&purchase("XYZ", 3000)), "defaultServers"), // R5 → R6 else-branch
         (b"GET /img/a.gif HTTP/1.1\r\nHost: shop\r\n\r\n".to_vec(), "server3"), // R3
         // Rules run top to bottom: a page reaches R6 too, whose else-branch routes it.
@@ -123,7 +124,12 @@ async fn paper_rules_route_text_xml_and_urlencoded_purchases() {
     for urlencoded in [false, true] {
         let mut c = RawClient::connect(r.addr).await.unwrap();
         for (req, want) in paper_cases(urlencoded) {
-            assert_eq!(who(&mut c, &req).await, want, "urlencoded={urlencoded}: {}", String::from_utf8_lossy(&req[..40]));
+            assert_eq!(
+                who(&mut c, &req).await,
+                want,
+                "urlencoded={urlencoded}: {}",
+                String::from_utf8_lossy(&req[..40])
+            );
         }
     }
 }

@@ -60,7 +60,8 @@ impl RawClient {
     /// Connects from a chosen local address (e.g. another loopback address, for rules on
     /// the client's IP).
     pub async fn connect_from(local: SocketAddr, addr: SocketAddr) -> io::Result<RawClient> {
-        let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        let socket =
+            if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
         socket.bind(local)?;
         let stream = socket.connect(addr).await?;
         stream.set_nodelay(true)?;
