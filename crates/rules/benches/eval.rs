@@ -8,7 +8,7 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use cswitch_rules::{EvalState, OwnedRequest, Outcome, RuleSet};
+use cswitch_rules::{EvalState, Outcome, OwnedRequest, RuleSet};
 
 const GROUPS: &[&str] = &["web", "api", "static", "images"];
 
@@ -30,9 +30,13 @@ pub fn rules(n: usize) -> String {
 }
 
 pub fn request() -> OwnedRequest {
+    request_to("/shop/cart/checkout?id=7&step=2")
+}
+
+fn request_to(target: &str) -> OwnedRequest {
     let body = "<order><id>17</id><customer>CCL</customer><total>1500</total></order>";
     let raw = format!(
-        "POST /shop/cart/checkout?id=7&step=2 HTTP/1.1\r\nHost: shop.example\r\n\
+        "POST {target} HTTP/1.1\r\nHost: shop.example\r\n\
 User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0\r\n\
 X-Tenant: nobody\r\nContent-Type: text/xml\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
@@ -58,5 +62,30 @@ fn eval(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, eval);
+/// 1,024 distinct targets, half of them matching one of the url regexes somewhere in
+/// the list: the regex sets see varied input, as with real traffic.
+fn mixed(c: &mut Criterion) {
+    let mut g = c.benchmark_group("eval_mixed_traffic");
+    for n in [10usize, 10_000] {
+        let rs = RuleSet::compile(&rules(n), Path::new("bench.rules"), GROUPS).unwrap();
+        let reqs: Vec<OwnedRequest> = (0..1024u64)
+            .map(|i| {
+                let x = i.wrapping_mul(2_654_435_761) % 100_000;
+                let ext = if i % 2 == 0 { "gif" } else { "jpg" };
+                request_to(&format!("/app{}/img/{x}.{ext}", 4 * (x % (n as u64 / 4).max(1))))
+            })
+            .collect();
+        let mut st = EvalState::new();
+        let mut i = 0;
+        g.bench_with_input(BenchmarkId::new("rules", n), &n, |b, _| {
+            b.iter(|| {
+                i = (i + 1) % reqs.len();
+                matches!(rs.evaluate(black_box(&reqs[i]), &mut st, None), Outcome::Decided(_))
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, eval, mixed);
 criterion_main!(benches);

@@ -7,7 +7,7 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use cswitch_rules::{EvalState, OwnedRequest, Outcome, RuleSet};
+use cswitch_rules::{EvalState, Outcome, OwnedRequest, RuleSet};
 
 /// A purchase list of about `size` bytes (seed 000 §4.3 shape) ending in a summary.
 fn document(size: usize) -> String {
@@ -35,7 +35,10 @@ fn urlencode(s: &str) -> String {
 }
 
 fn post(content_type: &str, body: &str) -> OwnedRequest {
-    let raw = format!("POST /x HTTP/1.1\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+    let raw = format!(
+        "POST /x HTTP/1.1\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
     OwnedRequest::parse(raw.as_bytes(), "192.0.2.1:5000".parse().unwrap(), "198.51.100.1:80".parse().unwrap())
         .unwrap()
 }
@@ -60,14 +63,19 @@ fn at_end(c: &mut Criterion) {
         let mut st = EvalState::new();
         assert!(run(&rs, &req, &mut st));
         g.throughput(Throughput::Bytes(req.body.len() as u64));
-        g.bench_with_input(BenchmarkId::new("text_xml_kib", kib), &kib, |b, _| b.iter(|| run(&rs, &req, &mut st)));
+        g.bench_with_input(BenchmarkId::new("text_xml_kib", kib), &kib, |b, _| {
+            b.iter(|| run(&rs, &req, &mut st))
+        });
     }
     for kib in [1usize, 64, 1024] {
-        let req = post("application/x-www-form-urlencoded", &format!("xml={}", urlencode(&document(kib << 10))));
+        let req =
+            post("application/x-www-form-urlencoded", &format!("xml={}", urlencode(&document(kib << 10))));
         let mut st = EvalState::new();
         assert!(run(&rs, &req, &mut st));
         g.throughput(Throughput::Bytes(req.body.len() as u64));
-        g.bench_with_input(BenchmarkId::new("form_kib", kib), &kib, |b, _| b.iter(|| run(&rs, &req, &mut st)));
+        g.bench_with_input(BenchmarkId::new("form_kib", kib), &kib, |b, _| {
+            b.iter(|| run(&rs, &req, &mut st))
+        });
     }
     g.finish();
 }
@@ -87,5 +95,27 @@ fn at_start(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, at_end, at_start);
+/// What reading the same 1 MiB document costs without rules, for scale: a bare memchr
+/// pass counting `<`, and quick-xml producing every event.
+fn reference(c: &mut Criterion) {
+    let doc = document(1 << 20);
+    let mut g = c.benchmark_group("xml_reference_1mib");
+    g.throughput(Throughput::Bytes(doc.len() as u64));
+    g.bench_function("memchr_count_lt", |b| {
+        b.iter(|| memchr::memchr_iter(b'<', black_box(doc.as_bytes())).count())
+    });
+    g.bench_function("quick_xml_all_events", |b| {
+        b.iter(|| {
+            let mut reader = quick_xml::Reader::from_reader(black_box(doc.as_bytes()));
+            let mut n = 0usize;
+            while !matches!(reader.read_event(), Ok(quick_xml::events::Event::Eof) | Err(_)) {
+                n += 1;
+            }
+            n
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, at_end, at_start, reference);
 criterion_main!(benches);

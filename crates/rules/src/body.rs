@@ -8,8 +8,8 @@ use crate::request::Request;
 use crate::xml::PathState;
 use crate::{EvalState, RuleSet};
 
-/// The first prefix of a form-carried document that is decoded and scanned on its own.
-const PREFIX_SCAN: usize = 1 << 10;
+/// Prefixes of a form-carried document that are decoded and scanned on their own first.
+const PREFIXES: [usize; 2] = [1 << 10, 32 << 10];
 
 /// Resolves every XML path of `rs` into `st.xml`.
 pub(crate) fn scan_xml(rs: &RuleSet, st: &mut EvalState, req: &impl Request) {
@@ -24,11 +24,13 @@ pub(crate) fn scan_xml(rs: &RuleSet, st: &mut EvalState, req: &impl Request) {
         Found::Absent => return st.xml.all(&rs.xml, PathState::Absent),
     };
     let rest = &body.bytes[start..];
-    // Decode and scan growing prefixes first (1 KiB, 8 KiB, …): paths near the start of a
+    // Decode and scan a 1 KiB, then a 32 KiB prefix first: paths near the start of a
     // large document resolve without finding the end of the field or decoding all of it,
-    // and the rescans add at most a seventh to the work for a path at the end.
-    let mut prefix = PREFIX_SCAN;
-    while prefix < rest.len() {
+    // and a path at the end costs at most 33 KiB of extra work.
+    for prefix in PREFIXES {
+        if 2 * prefix > rest.len() {
+            break;
+        }
         let head = &rest[..prefix];
         if memchr::memchr(b'&', head).is_some() {
             break; // the whole value is in hand: decode it once below
@@ -39,7 +41,6 @@ pub(crate) fn scan_xml(rs: &RuleSet, st: &mut EvalState, req: &impl Request) {
         if !st.xml.states.contains(&PathState::Pending) {
             return;
         }
-        prefix = prefix.saturating_mul(8);
     }
     let end = memchr::memchr(b'&', rest);
     let whole = end.is_some() || body.complete;

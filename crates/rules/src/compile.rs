@@ -80,49 +80,62 @@ fn remap(c: &mut Cond, new_id: &[u32]) {
     }
 }
 
+/// A field's indexed tests, sorted by kind: (regexes, distinct literals).
+type Sorted<'a> = (Vec<&'a str>, Vec<&'a str>);
+
 pub(crate) fn build_plans(ir: &Ir) -> Result<Vec<FetchPlan>, TooBig> {
     let mut plans: Vec<FetchPlan> = (0..ir.fetches.len()).map(|_| FetchPlan::default()).collect();
-    let mut regexes: Vec<Vec<&str>> = vec![Vec::new(); ir.fetches.len()];
-    let mut literals: Vec<Vec<&str>> = vec![Vec::new(); ir.fetches.len()];
+    let mut sorted: Vec<Sorted<'_>> = vec![(Vec::new(), Vec::new()); ir.fetches.len()];
     let mut lit_ids: Vec<HashMap<&str, usize>> = vec![HashMap::new(); ir.fetches.len()];
     for (id, atom) in ir.atoms.iter().enumerate() {
         let Atom::Set { fetch, kind, lit } = atom else { continue };
-        let (f, id) = (*fetch as usize, id as u32);
-        let plan = &mut plans[f];
-        if plan.atoms.is_empty() {
-            plan.atoms = id..id;
-        }
-        plan.atoms.end = id + 1;
-        match kind {
-            SetKind::Match => {
-                regexes[f].push(lit);
-                plan.regex_atoms.push(id);
-            }
-            SetKind::Eq => {
-                plan.eq.insert(lit.as_bytes().into(), id);
-            }
-            _ if lit.is_empty() => plan.always.push(id),
-            _ => {
-                let next = literals[f].len();
-                let pid = *lit_ids[f].entry(lit).or_insert(next);
-                if pid == next {
-                    literals[f].push(lit);
-                    plan.ac_atoms.push(Vec::new());
-                }
-                plan.ac_atoms[pid].push((id, *kind));
-            }
-        }
+        let f = *fetch as usize;
+        add_atom(&mut plans[f], &mut sorted[f], &mut lit_ids[f], id as u32, *kind, lit);
     }
-    for (f, plan) in plans.iter_mut().enumerate() {
-        if !regexes[f].is_empty() {
-            plan.regex = Some(regex_set(&regexes[f]).map_err(|e| TooBig(f as u32, e))?);
+    for (f, (plan, (regexes, literals))) in plans.iter_mut().zip(&sorted).enumerate() {
+        if !regexes.is_empty() {
+            plan.regex = Some(regex_set(regexes).map_err(|e| TooBig(f as u32, e))?);
         }
-        if !literals[f].is_empty() {
-            let ac = AhoCorasickBuilder::new().match_kind(AcKind::Standard).build(&literals[f]);
+        if !literals.is_empty() {
+            let ac = AhoCorasickBuilder::new().match_kind(AcKind::Standard).build(literals);
             plan.ac = Some(ac.map_err(|e| TooBig(f as u32, e.to_string()))?);
         }
     }
     Ok(plans)
+}
+
+/// Files indexed atom `id` with its field's regexes, literals or equality table.
+fn add_atom<'a>(
+    plan: &mut FetchPlan,
+    (regexes, literals): &mut Sorted<'a>,
+    lit_ids: &mut HashMap<&'a str, usize>,
+    id: u32,
+    kind: SetKind,
+    lit: &'a str,
+) {
+    if plan.atoms.is_empty() {
+        plan.atoms = id..id;
+    }
+    plan.atoms.end = id + 1;
+    match kind {
+        SetKind::Match => {
+            regexes.push(lit);
+            plan.regex_atoms.push(id);
+        }
+        SetKind::Eq => {
+            plan.eq.insert(lit.as_bytes().into(), id);
+        }
+        _ if lit.is_empty() => plan.always.push(id),
+        _ => {
+            let next = literals.len();
+            let pid = *lit_ids.entry(lit).or_insert(next);
+            if pid == next {
+                literals.push(lit);
+                plan.ac_atoms.push(Vec::new());
+            }
+            plan.ac_atoms[pid].push((id, kind));
+        }
+    }
 }
 
 /// One meta regex over all of a field's patterns, reporting every pattern that matches.

@@ -180,12 +180,12 @@ impl RuleSet {
         };
         let state: &'a EvalState = state;
         let set_headers = SetHeaders { table: &self.ir.set_headers, picked: &state.headers };
-        let Some((rule, fin)) = (match result {
-            Some(Some(r)) => Some(r),
-            Some(None) => None,
+        let (rule, fin) = match result {
             None => return Outcome::NeedMore,
-        }) else {
-            return Outcome::Decided(Decision { rule: None, action: Action::Default, set_headers });
+            Some(None) => {
+                return Outcome::Decided(Decision { rule: None, action: Action::Default, set_headers })
+            }
+            Some(Some(decided)) => decided,
         };
         let label = self.ir.rules[rule].label.as_str();
         let action = match &self.ir.finals[fin as usize] {

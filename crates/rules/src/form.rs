@@ -37,13 +37,26 @@ pub(crate) fn pairs(data: &[u8], complete: bool) -> impl Iterator<Item = Pair<'_
     })
 }
 
-fn hex(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
+/// Hex digit values, 0xFF for non-digits: a table keeps the decoding loop branch-light.
+const HEX: [u8; 256] = {
+    let mut t = [0xFF; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
     }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
+
+fn hex(b: u8) -> Option<u8> {
+    let v = HEX[b as usize];
+    (v != 0xFF).then_some(v)
 }
 
 /// Appends the decoded form of `s` to `out`. With `truncated`, an escape cut off at the
@@ -58,14 +71,11 @@ pub(crate) fn decode_into(out: &mut Vec<u8>, s: &[u8], truncated: bool) {
         i += 1;
         match b {
             b'+' => out.push(b' '),
-            b'%' => match (s.get(i).copied().and_then(hex), s.get(i + 1).copied().and_then(hex)) {
-                (Some(h), Some(l)) => {
-                    out.push(h << 4 | l);
-                    i += 2;
-                }
-                _ if truncated && s.len() - i <= 1 && s[i..].iter().all(|b| hex(*b).is_some()) => return,
-                _ => out.push(b'%'),
-            },
+            b'%' if i + 1 < s.len() && (HEX[s[i] as usize] | HEX[s[i + 1] as usize]) != 0xFF => {
+                out.push(HEX[s[i] as usize] << 4 | HEX[s[i + 1] as usize]);
+                i += 2;
+            }
+            b'%' if truncated && s.len() - i <= 1 && s[i..].iter().all(|b| hex(*b).is_some()) => return,
             b => out.push(b),
         }
     }
@@ -101,14 +111,19 @@ pub(crate) fn first_meaningful_byte(value: &[u8], truncated: bool) -> Option<u8>
     while i < value.len() && value[i] != b'&' {
         let (byte, step) = match value[i] {
             b'+' => (b' ', 1),
-            b'%' => match (value.get(i + 1).copied().and_then(hex), value.get(i + 2).copied().and_then(hex)) {
-                (Some(h), Some(l)) => (h << 4 | l, 3),
-                // Cut off at the end of a body still arriving: its byte is not known yet.
-                _ if truncated && value.len() - i <= 2 && value[i + 1..].iter().all(|b| hex(*b).is_some()) => {
-                    return None
+            b'%' => {
+                match (value.get(i + 1).copied().and_then(hex), value.get(i + 2).copied().and_then(hex)) {
+                    (Some(h), Some(l)) => (h << 4 | l, 3),
+                    // Cut off at the end of a body still arriving: its byte is not known yet.
+                    _ if truncated
+                        && value.len() - i <= 2
+                        && value[i + 1..].iter().all(|b| hex(*b).is_some()) =>
+                    {
+                        return None
+                    }
+                    _ => (b'%', 1),
                 }
-                _ => (b'%', 1),
-            },
+            }
             b => (b, 1),
         };
         if !byte.is_ascii_whitespace() {

@@ -34,9 +34,8 @@
 //! # Allocation
 //!
 //! Evaluation allocates nothing once a worker's [`EvalState`] buffers have grown to fit,
-//! except: quick-xml's reader allocates its small tag-name stack once per XML scan, an
-//! XML text with entity references is unescaped into a fresh string, and a [`Trace`]
-//! allocates freely.
+//! except that an XML value with entity references is unescaped into a fresh string and a
+//! [`Trace`] allocates freely.
 //!
 //! # Layout
 //!
@@ -45,8 +44,8 @@
 //! fire warnings); `diag` holds diagnostics. Back end: `compile` (per-field regex set,
 //! Aho-Corasick and equality table; the rule index), `ruleset` (the public type),
 //! `eval` (the walk, outcome types), `cond` (three-valued conditions, lazy fetches),
-//! `fields` (head fields), `form` (urlencoded), `body` + `xml` + `xml_skip` (XML tag paths,
-//! one streaming pass), `trace`, `bits`; `request` (the request trait). Tests: `src/tests/`
+//! `fields` (head fields), `form` (urlencoded), `body` + `xml` + `markup` (XML tag paths, one
+//! streaming pass), `trace`, `bits`; `request` (the request trait). Tests: `src/tests/`
 //! (unit, property) and `tests/` (the paper's rules end to end).
 
 mod ast;
@@ -62,13 +61,13 @@ mod form;
 mod ir;
 mod lexer;
 mod lower;
+mod markup;
 mod parser;
 mod reach;
 mod request;
 mod ruleset;
 mod trace;
 mod xml;
-mod xml_skip;
 
 #[cfg(test)]
 mod tests;

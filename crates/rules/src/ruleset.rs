@@ -64,15 +64,7 @@ impl RuleSet {
         }
         let mut plans = Vec::new();
         if !rep.out.has_errors() {
-            match build_plans(&ir) {
-                Ok(p) => plans = p,
-                Err(TooBig(f, why)) => {
-                    let field = FetchName(&ir.fetches[f as usize], &ir.xml_paths).to_string();
-                    let span = program.rules.first().map_or(Span::default(), |r| r.label.span);
-                    let hint = Some("split the tests over fewer patterns or simplify the regexes".into());
-                    rep.error(span, format!("the tests on {field} are too large together: {why}"), hint);
-                }
-            }
+            plans = plans_or_report(&program, &ir, &mut rep);
         }
         let mut diags = rep.out;
         diags.sort();
@@ -153,6 +145,21 @@ impl RuleSet {
             Final::Redirect { status, location } => {
                 format!("rule {label} redirects ({status}) to {location}")
             }
+        }
+    }
+}
+
+/// The per-field automata, or an error when a field's patterns exceed the regex engine's
+/// size limits together.
+fn plans_or_report(program: &Program, ir: &Ir, rep: &mut Reporter<'_>) -> Vec<FetchPlan> {
+    match build_plans(ir) {
+        Ok(plans) => plans,
+        Err(TooBig(f, why)) => {
+            let field = FetchName(&ir.fetches[f as usize], &ir.xml_paths).to_string();
+            let span = program.rules.first().map_or(Span::default(), |r| r.label.span);
+            let hint = Some("split the tests over fewer patterns or simplify the regexes".into());
+            rep.error(span, format!("the tests on {field} are too large together: {why}"), hint);
+            Vec::new()
         }
     }
 }

@@ -1,6 +1,6 @@
 //! XML tag paths (seed 000 §4.3): every `xml.…` path the rules reference is resolved in one
-//! streaming pass (quick-xml over the body bytes) that stops as soon as each path has a
-//! value or is known to be absent. The paths form a trie; a step `name:N` matches the N-th
+//! streaming pass over the body bytes (`markup.rs` reads them) that stops as soon as each
+//! path has a value or is known to be absent. The paths form a trie; a step `name:N` matches the N-th
 //! element named `name` among the children of the element matched by the step before
 //! (for the first step: among the root-level elements, of which a document here may have
 //! several). A path's value is the element's text content (descendant text included),
@@ -10,11 +10,8 @@
 //! absent only when the element that would contain it closes (or a complete body ends),
 //! so what a prefix of the body decides never changes when more arrives.
 
-use quick_xml::events::Event;
-use quick_xml::Reader;
-
 use crate::ast::XmlPath;
-use crate::xml_skip::skip_children;
+use crate::markup::{next_token, skip_children, Token};
 
 const ROOT: u32 = 0;
 
@@ -114,11 +111,6 @@ impl XmlScratch {
 
     /// Resolves every path over `input`; `complete` says whether it is the whole document.
     pub fn scan(&mut self, plan: &XmlPlan, input: &[u8], complete: bool) {
-        self.scan_with(plan, input, complete, true);
-    }
-
-    /// `scan`, with the fast skipping of irrelevant markup switchable (tests compare both).
-    pub fn scan_with(&mut self, plan: &XmlPlan, input: &[u8], complete: bool, skip: bool) {
         self.all(plan, PathState::Pending);
         self.values.iter_mut().for_each(Vec::clear);
         self.counters.clear();
@@ -127,7 +119,7 @@ impl XmlScratch {
         self.capturing.clear();
         self.pending = plan.path_count();
         if self.pending > 0 {
-            self.run(plan, input, skip);
+            self.run(plan, input);
         }
         if complete {
             for s in &mut self.states {
@@ -138,54 +130,57 @@ impl XmlScratch {
         }
     }
 
-    fn run(&mut self, plan: &XmlPlan, input: &[u8], skip: bool) {
-        let mut reader = Reader::from_reader(input);
-        let config = reader.config_mut();
-        // Depth is tracked here, so quick-xml need not match end names; documents may
-        // have several root elements (§4.3), which quick-xml accepts as they are.
-        config.check_end_names = false;
-        config.allow_unmatched_ends = true;
-        let mut depth: u32 = 0;
-        loop {
-            if skip && self.capturing.is_empty() {
-                // Jump straight to the next child a path goes through (or the end of the
-                // current element) instead of having quick-xml build an event for every
-                // tag in between: the bulk of a large document is crossed this way.
+    fn run(&mut self, plan: &XmlPlan, s: &[u8]) {
+        let (mut at, mut depth) = (0usize, 0u32);
+        while at < s.len() {
+            if self.capturing.is_empty() {
+                // Outside a value, go straight to the next child a path goes through (or
+                // the end of the current element): the bulk of a large document is
+                // crossed this way, without reading it token by token.
                 let wanted: &[Box<[u8]>] = match self.stack.len() == depth as usize {
                     true => &plan.nodes[*self.stack.last().unwrap_or(&ROOT) as usize].names,
                     false => &[],
                 };
-                let rest = reader.get_mut();
-                *rest = skip_children(rest, wanted).map_or(&[][..], |at| &rest[at..]);
+                match skip_children(&s[at..], wanted) {
+                    Some(skip) => at += skip,
+                    None => return,
+                }
             }
-            match reader.read_event() {
-                Ok(Event::Start(e)) => {
-                    self.open(plan, e.name().as_ref(), depth);
-                    depth += 1;
+            let (token, next) = next_token(s, at);
+            at = next;
+            match token {
+                Token::Start { name, empty } => {
+                    self.open(plan, name, depth);
+                    match empty {
+                        true => self.close(plan, depth),
+                        false => depth += 1,
+                    }
                 }
-                Ok(Event::Empty(e)) => {
-                    self.open(plan, e.name().as_ref(), depth);
-                    self.close(plan, depth);
-                }
-                Ok(Event::End(_)) if depth > 0 => {
+                // Only nesting counts, so a mismatched end tag closes the innermost element.
+                Token::End if depth > 0 => {
                     depth -= 1;
                     self.close(plan, depth);
                 }
-                Ok(Event::Text(t)) if !self.capturing.is_empty() => match t.unescape() {
-                    Ok(text) => self.append(text.as_bytes()),
-                    Err(_) => self.append(&t),
-                },
-                Ok(Event::CData(c)) if !self.capturing.is_empty() => self.append(&c),
-                // A syntax error is either the cut end of a partial body or a broken
-                // document; either way nothing after it can be trusted.
-                Ok(Event::Eof) | Err(_) => return,
-                Ok(_) => {}
+                Token::Text(text) if !self.capturing.is_empty() => self.append_text(text),
+                Token::CData(text) if !self.capturing.is_empty() => self.append(text),
+                // The cut end of a partial body (or a broken document): stop here.
+                Token::Incomplete => return,
+                _ => {}
             }
             if self.pending == 0 {
                 return;
             }
-            // Inside a value whitespace is text; elsewhere quick-xml may drop it.
-            reader.config_mut().trim_text_start = self.capturing.is_empty();
+        }
+    }
+
+    /// Character data: entities resolved as quick-xml does; kept as sent when they can't be.
+    fn append_text(&mut self, text: &[u8]) {
+        if memchr::memchr(b'&', text).is_none() {
+            return self.append(text);
+        }
+        match std::str::from_utf8(text).map(quick_xml::escape::unescape) {
+            Ok(Ok(unescaped)) => self.append(unescaped.as_bytes()),
+            _ => self.append(text),
         }
     }
 

@@ -239,3 +239,23 @@ fn need_more_until_the_path_resolves_then_the_whole_body_decision() {
         }
     }
 }
+
+#[test]
+fn rule_sets_are_shared_between_workers_and_states_move_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    fn movable<T: Send>() {}
+    shared::<RuleSet>();
+    movable::<EvalState>();
+    let rs = std::sync::Arc::new(rules());
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let rs = rs.clone();
+            std::thread::spawn(move || {
+                decide(&rs, &post("/a.gif", "text/xml", &purchases("X", 1), CLIENT, SWITCH))
+            })
+        })
+        .collect();
+    for w in workers {
+        assert_eq!(w.join().unwrap().unwrap().0, "R3");
+    }
+}

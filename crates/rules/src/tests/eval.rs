@@ -229,3 +229,32 @@ fn pretty_printing_gives_canonical_source() {
     assert_eq!(printed, want);
     assert_eq!(compile(&printed).to_string(), printed);
 }
+
+fn big_order_form(items: usize) -> crate::OwnedRequest {
+    let mut doc = String::from("<order><id>7</id>");
+    for i in 0..items {
+        doc.push_str(&format!("<item n=\"{i}\"><sku>s{i}</sku></item>"));
+    }
+    doc.push_str("<total>900</total></order>");
+    let enc: String = doc
+        .bytes()
+        .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect();
+    form_post(&format!("user=x&doc={enc}&tail=1"))
+}
+
+#[test]
+fn large_form_documents_decide_from_a_prefix_when_they_can() {
+    let req = big_order_form(3000); // about 150 KiB encoded
+    assert!(req.body.len() > 100_000);
+    let start = compile("A: if (xml.order/id == 7) { routeTo(api); }");
+    assert_eq!(outcome(&start, &req), "A:api/Off");
+    assert_eq!(outcome(&start, &req.with_body_prefix(3000)), "A:api/Off");
+    let end = compile("A: if (xml.order/total == 900) { routeTo(api); }");
+    assert_eq!(outcome(&end, &req), "A:api/Off");
+    for cut in [1000, 40_000, req.body.len() - 40, req.body.len() - 24] {
+        assert_eq!(outcome(&end, &req.with_body_prefix(cut)), "more", "cut at {cut}");
+    }
+    // `</total>` has arrived, the rest of the field has not: decided.
+    assert_eq!(outcome(&end, &req.with_body_prefix(req.body.len() - 21)), "A:api/Off");
+}
