@@ -247,7 +247,11 @@ fn demo_config_loads() {
         Ok(config) => config,
         Err(e) => panic!("{e}"),
     };
-    assert_eq!(config.listeners, vec![listener("web", "127.0.0.1:8080", "web")]);
+    let with_rules =
+        Listener { rules: Some(example("demo.rules")), ..listener("web", "127.0.0.1:8080", "web") };
+    assert_eq!(config.listeners, vec![with_rules]);
+    let names: Vec<&str> = config.groups.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(names, ["web", "static", "premium"]);
     let group = &config.groups[0];
     assert_eq!(group.scheduler, SchedulerKind::WeightedLeastConnections);
     let addrs: Vec<String> = group.servers.iter().map(|s| s.addr.to_string()).collect();

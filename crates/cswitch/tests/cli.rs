@@ -24,6 +24,13 @@ fn check_accepts_the_commented_example() {
 }
 
 #[test]
+fn check_accepts_the_demo_config_and_its_rules() {
+    let out =
+        cswitch().args(["check", "--config"]).arg(workspace_file("examples/demo.toml")).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
 fn check_reports_every_error_with_position_and_hint() {
     let dir = tempdir("check");
     let path = dir.join("bad.toml");

@@ -20,6 +20,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind as AcKind};
 use regex_automata::meta::{self, Regex};
 use regex_automata::MatchKind;
 
+use crate::bits::Candidates;
 use crate::check::regex_syntax_config;
 use crate::ir::{Atom, Cond, Ir, SetKind};
 
@@ -44,8 +45,8 @@ pub(crate) struct FetchPlan {
 /// The rule index (see the module docs).
 #[derive(Debug, Default)]
 pub(crate) struct Index {
-    /// Bitset of rules evaluated whatever the fields hold.
-    pub unguarded: Vec<u64>,
+    /// Rules evaluated whatever the fields hold.
+    pub unguarded: Candidates,
     /// Atom → the rules it guards.
     pub atom_rules: Vec<Vec<u32>>,
     /// (first guarded rule, fetch), ascending: where each field must be computed.
@@ -183,7 +184,7 @@ fn guard(c: &Cond, ir: &Ir) -> Option<Vec<u32>> {
 pub(crate) fn build_index(ir: &Ir, plans: &mut [FetchPlan]) -> Index {
     let n = ir.rules.len();
     let mut index = Index {
-        unguarded: vec![0; n.div_ceil(64)],
+        unguarded: Candidates::new(n),
         atom_rules: vec![Vec::new(); ir.atoms.len()],
         activations: Vec::new(),
     };
@@ -201,7 +202,7 @@ pub(crate) fn build_index(ir: &Ir, plans: &mut [FetchPlan]) -> Index {
                     }
                 }
             }
-            None => index.unguarded[r / 64] |= 1 << (r % 64),
+            None => index.unguarded.set(r),
         }
     }
     for rules in &mut index.atom_rules {

@@ -184,7 +184,7 @@ impl<R: Request> Ctx<'_, R> {
             Val::Absent => return,
             Val::Unknown => {
                 for &r in &plan.guarded {
-                    bits::set(&mut self.st.cand, r as usize);
+                    self.st.cand.set(r as usize);
                 }
                 return;
             }
@@ -199,7 +199,7 @@ impl<R: Request> Ctx<'_, R> {
         let mut a = start;
         while let Some(hit) = bits::next_set(&st.atom_bits, a).filter(|&hit| hit < end) {
             for &r in &self.rs.index.atom_rules[hit] {
-                bits::set(&mut st.cand, r as usize);
+                st.cand.set(r as usize);
             }
             a = hit + 1;
         }

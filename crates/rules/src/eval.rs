@@ -3,7 +3,7 @@
 //! trace it tries every rule in order instead, so `explain` shows all of them; both walks
 //! decide the same (a property test checks it).
 
-use crate::bits;
+use crate::bits::Candidates;
 use crate::cond::Ctx;
 use crate::fields::Val;
 use crate::ir::{End, Final, LBlock};
@@ -23,7 +23,7 @@ pub struct EvalState {
     pub(crate) vals: Vec<Val>,
     pub(crate) arena: Vec<u8>,
     pub(crate) atom_bits: Vec<u64>,
-    pub(crate) cand: Vec<u64>,
+    pub(crate) cand: Candidates,
     pub(crate) regex_scratch: crate::cond::RegexScratch,
     pub(crate) xml: XmlScratch,
     pub(crate) xml_stamp: u32,
@@ -50,7 +50,7 @@ impl EvalState {
             self.generation = 1;
         }
         self.arena.clear();
-        self.cand.copy_from_slice(&rs.index.unguarded);
+        self.cand.copy_from(&rs.index.unguarded);
         self.headers.clear();
     }
 
@@ -61,7 +61,7 @@ impl EvalState {
             stamp: vec![0; fetches],
             vals: vec![Val::Absent; fetches],
             atom_bits: vec![0; rs.ir.atoms.len().div_ceil(64)],
-            cand: vec![0; rs.index.unguarded.len()],
+            cand: rs.index.unguarded.clone(),
             regex_scratch: rs
                 .plans
                 .iter()
@@ -226,13 +226,13 @@ fn walk_indexed<R: Request>(ctx: &mut Ctx<'_, R>) -> WalkResult {
     let acts = &ctx.rs.index.activations;
     let (mut i, mut k) = (0, 0);
     loop {
-        let mut r = bits::next_set(&ctx.st.cand, i).unwrap_or(n);
+        let mut r = ctx.st.cand.next_set(i).unwrap_or(n);
         // Compute each field before the first rule it guards is passed; that adds the
         // rules whose guards hold (rules guarded by it before `i` were jumped over).
         while k < acts.len() && acts[k].0 as usize <= r {
             ctx.fetch(acts[k].1);
             k += 1;
-            r = bits::next_set(&ctx.st.cand, i).unwrap_or(n);
+            r = ctx.st.cand.next_set(i).unwrap_or(n);
         }
         if r >= n {
             return Some(None);
