@@ -24,6 +24,12 @@ pub(crate) fn next_set(bits: &[u64], from: usize) -> Option<usize> {
     }
 }
 
+/// The first set bit in `from..end`, reading no word past `end`.
+pub(crate) fn next_set_below(bits: &[u64], from: usize, end: usize) -> Option<usize> {
+    let words = bits.get(..end.div_ceil(64).min(bits.len()))?;
+    next_set(words, from).filter(|&i| i < end)
+}
+
 /// Clears bits `start..end`, a word at a time.
 pub(crate) fn clear_range(bits: &mut [u64], start: usize, end: usize) {
     if start >= end {

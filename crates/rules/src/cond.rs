@@ -197,7 +197,7 @@ impl<R: Request> Ctx<'_, R> {
         };
         run_automata(plan, f as usize, hay, &mut st.atom_bits, &mut st.regex_scratch);
         let mut a = start;
-        while let Some(hit) = bits::next_set(&st.atom_bits, a).filter(|&hit| hit < end) {
+        while let Some(hit) = bits::next_set_below(&st.atom_bits, a, end) {
             for &r in &self.rs.index.atom_rules[hit] {
                 st.cand.set(r as usize);
             }

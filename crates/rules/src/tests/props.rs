@@ -295,3 +295,35 @@ E: if (xml.x:3 == xml.y || exists(xml.p:q/r)) { drop(); }
         Err(e) => panic!("{e}"),
     }
 }
+
+proptest! {
+    #[test]
+    fn bitsets_find_and_clear_like_a_bool_vector(
+        len in 1usize..9000,
+        ones in prop::collection::vec(any::<prop::sample::Index>(), 0..40),
+        from in any::<prop::sample::Index>(),
+        clear in (any::<prop::sample::Index>(), any::<prop::sample::Index>()),
+    ) {
+        let mut cand = crate::bits::Candidates::new(len);
+        let mut plain = vec![0u64; len.div_ceil(64)];
+        let mut naive = vec![false; len];
+        for one in &ones {
+            let i = one.index(len);
+            cand.set(i);
+            crate::bits::set(&mut plain, i);
+            naive[i] = true;
+        }
+        let from = from.index(len);
+        let want = (from..len).find(|&i| naive[i]);
+        prop_assert_eq!(cand.next_set(from), want);
+        prop_assert_eq!(crate::bits::next_set(&plain, from), want);
+        let below = (from..len.min(from + 100)).find(|&i| naive[i]);
+        prop_assert_eq!(crate::bits::next_set_below(&plain, from, len.min(from + 100)), below);
+        let (a, b) = (clear.0.index(len + 1), clear.1.index(len + 1));
+        let (a, b) = (a.min(b), a.max(b));
+        crate::bits::clear_range(&mut plain, a, b);
+        for (i, bit) in naive.iter().enumerate() {
+            prop_assert_eq!(crate::bits::get(&plain, i), *bit && !(a..b).contains(&i), "bit {}", i);
+        }
+    }
+}
