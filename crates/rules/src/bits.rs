@@ -36,12 +36,22 @@ pub(crate) fn clear_range(bits: &mut [u64], start: usize, end: usize) {
         return;
     }
     let (first, last) = (start / 64, (end - 1) / 64);
-    for w in first..=last {
-        let lo = if w == first { start % 64 } else { 0 };
-        let hi = if w == last { (end - 1) % 64 } else { 63 };
-        if let Some(word) = bits.get_mut(w) {
-            *word &= !((u64::MAX << lo) & (u64::MAX >> (63 - hi)));
+    let head = u64::MAX << (start % 64);
+    let tail = u64::MAX >> (63 - (end - 1) % 64);
+    if first == last {
+        if let Some(word) = bits.get_mut(first) {
+            *word &= !(head & tail);
         }
+        return;
+    }
+    if let Some(word) = bits.get_mut(first) {
+        *word &= !head;
+    }
+    if let Some(middle) = bits.get_mut(first + 1..last) {
+        middle.fill(0);
+    }
+    if let Some(word) = bits.get_mut(last) {
+        *word &= !tail;
     }
 }
 

@@ -1,8 +1,8 @@
 //! Compiler: the checked program → per-field automata and a rule index.
 //!
 //! Per field ("fetch"), every indexed test is answered in one pass over the value: all
-//! `match` regexes form one regex set (`regex-automata` meta regex, searched for every
-//! pattern at once), all `contains`/`prefix`/`suffix` literals one Aho-Corasick automaton,
+//! `match` regexes form one regex set (`regexset.rs`: regex-automata's lazy DFA, searched
+//! for every pattern at once), all `contains`/`prefix`/`suffix` literals one Aho-Corasick automaton,
 //! and all exact equalities one hash table. Atoms are renumbered so each field's indexed
 //! atoms are contiguous (its result bits are cleared and set as one range).
 //!
@@ -17,19 +17,17 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind as AcKind};
-use regex_automata::meta::{self, Regex};
-use regex_automata::MatchKind;
 
 use crate::bits::Candidates;
-use crate::check::regex_syntax_config;
 use crate::ir::{Atom, Cond, Ir, SetKind};
+use crate::regexset::RegexSet;
 
 /// The automata answering one field's indexed tests.
 #[derive(Debug, Default)]
 pub(crate) struct FetchPlan {
     /// The field's indexed atoms (after renumbering).
     pub atoms: Range<u32>,
-    pub regex: Option<Regex>,
+    pub regex: Option<RegexSet>,
     /// Regex pattern id → atom.
     pub regex_atoms: Vec<u32>,
     pub ac: Option<AhoCorasick>,
@@ -95,7 +93,7 @@ pub(crate) fn build_plans(ir: &Ir) -> Result<Vec<FetchPlan>, TooBig> {
     }
     for (f, (plan, (regexes, literals))) in plans.iter_mut().zip(&sorted).enumerate() {
         if !regexes.is_empty() {
-            plan.regex = Some(regex_set(regexes).map_err(|e| TooBig(f as u32, e))?);
+            plan.regex = Some(RegexSet::new(regexes).map_err(|e| TooBig(f as u32, e))?);
         }
         if !literals.is_empty() {
             let ac = AhoCorasickBuilder::new().match_kind(AcKind::Standard).build(literals);
@@ -137,24 +135,6 @@ fn add_atom<'a>(
             plan.ac_atoms[pid].push((id, kind));
         }
     }
-}
-
-/// One meta regex over all of a field's patterns, reporting every pattern that matches.
-fn regex_set(patterns: &[&str]) -> Result<Regex, String> {
-    // Large sets get more room than the defaults (10 MB NFA, 2 MB lazy-DFA cache per
-    // worker) so thousands of patterns stay on the DFA path instead of the slow NFA one.
-    let big = patterns.len() > 256;
-    let config = meta::Config::new()
-        .match_kind(MatchKind::All)
-        .utf8_empty(false)
-        .nfa_size_limit(Some(if big { 256 << 20 } else { 10 << 20 }))
-        .hybrid_cache_capacity(if big { 32 << 20 } else { 2 << 20 })
-        .which_captures(regex_automata::nfa::thompson::WhichCaptures::None);
-    Regex::builder()
-        .configure(config)
-        .syntax(regex_syntax_config())
-        .build_many(patterns)
-        .map_err(|e| e.to_string())
 }
 
 /// Indexed atoms a condition implies: if none of them holds (or is unknown), the

@@ -6,8 +6,6 @@
 use std::cmp::Ordering;
 use std::net::IpAddr;
 
-use regex_automata::Input;
-
 use crate::bits;
 use crate::check::mask;
 use crate::compile::FetchPlan;
@@ -250,8 +248,8 @@ fn collect_fetches(atom: &Atom, out: &mut Vec<u32>) {
     }
 }
 
-/// Per-worker regex search state (the meta regex's cache and the pattern set it fills).
-pub(crate) type RegexScratch = Vec<Option<(regex_automata::meta::Cache, regex_automata::PatternSet)>>;
+/// Per-worker regex search state, per field.
+pub(crate) type RegexScratch = Vec<Option<crate::regexset::Scratch>>;
 
 /// One pass of each automaton over the value, setting the bit of every test that holds.
 fn run_automata(plan: &FetchPlan, f: usize, hay: &[u8], atom_bits: &mut [u64], scratch: &mut RegexScratch) {
@@ -261,17 +259,8 @@ fn run_automata(plan: &FetchPlan, f: usize, hay: &[u8], atom_bits: &mut [u64], s
     if let Some(&a) = plan.eq.get(hay) {
         bits::set(atom_bits, a as usize);
     }
-    if let (Some(re), Some(Some((cache, patset)))) = (&plan.regex, scratch.get_mut(f)) {
-        re.which_overlapping_matches_with(cache, &Input::new(hay), patset);
-        // Iterating and clearing a pattern set walks all its slots, so do it only when
-        // something matched (rarely, for thousands of rules) and stop at the last match.
-        let n = patset.len();
-        if n > 0 {
-            for pid in patset.iter().take(n) {
-                bits::set(atom_bits, plan.regex_atoms[pid.as_usize()] as usize);
-            }
-            patset.clear();
-        }
+    if let (Some(re), Some(Some(scratch))) = (&plan.regex, scratch.get_mut(f)) {
+        re.matches(scratch, hay, |p| bits::set(atom_bits, plan.regex_atoms[p] as usize));
     }
     if let Some(ac) = &plan.ac {
         for m in ac.find_overlapping_iter(hay) {

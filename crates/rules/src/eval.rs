@@ -62,15 +62,7 @@ impl EvalState {
             vals: vec![Val::Absent; fetches],
             atom_bits: vec![0; rs.ir.atoms.len().div_ceil(64)],
             cand: rs.index.unguarded.clone(),
-            regex_scratch: rs
-                .plans
-                .iter()
-                .map(|p| {
-                    p.regex
-                        .as_ref()
-                        .map(|re| (re.create_cache(), regex_automata::PatternSet::new(re.pattern_len())))
-                })
-                .collect(),
+            regex_scratch: rs.plans.iter().map(|p| p.regex.as_ref().map(|re| re.scratch())).collect(),
             ..std::mem::take(self)
         };
     }

@@ -62,23 +62,28 @@ fn hex(b: u8) -> Option<u8> {
 /// Appends the decoded form of `s` to `out`. With `truncated`, an escape cut off at the
 /// very end (`%` or `%4`) is left out: its byte is not known yet.
 pub(crate) fn decode_into(out: &mut Vec<u8>, s: &[u8], truncated: bool) {
-    // A plain byte loop: an XML document in a form is about one third escapes, too dense
-    // for searching from one escape to the next to pay off.
-    out.reserve(s.len());
-    let mut i = 0;
+    // A plain byte loop writing into space reserved up front (decoding never grows the
+    // text): an XML document in a form is about one third escapes, too dense for
+    // searching from one escape to the next to pay off.
+    let start = out.len();
+    out.resize(start + s.len(), 0);
+    let dst = &mut out[start..];
+    let (mut i, mut o) = (0, 0);
     while i < s.len() {
         let b = s[i];
         i += 1;
-        match b {
-            b'+' => out.push(b' '),
+        dst[o] = match b {
+            b'+' => b' ',
             b'%' if i + 1 < s.len() && (HEX[s[i] as usize] | HEX[s[i + 1] as usize]) != 0xFF => {
-                out.push(HEX[s[i] as usize] << 4 | HEX[s[i + 1] as usize]);
                 i += 2;
+                HEX[s[i - 2] as usize] << 4 | HEX[s[i - 1] as usize]
             }
-            b'%' if truncated && s.len() - i <= 1 && s[i..].iter().all(|b| hex(*b).is_some()) => return,
-            b => out.push(b),
-        }
+            b'%' if truncated && s.len() - i <= 1 && s[i..].iter().all(|b| hex(*b).is_some()) => break,
+            b => b,
+        };
+        o += 1;
     }
+    out.truncate(start + o);
 }
 
 /// The decoded bytes of `enc`, one at a time.

@@ -29,7 +29,11 @@
 //! cap, [`DEFAULT_BODY_CAP`]; past it answer 413) and evaluate again when the buffered body
 //! has doubled since the last try or is complete — each evaluation re-reads the body from
 //! its start, so doubling keeps the total work linear. A complete body never yields
-//! `NeedMore`. Requests whose deciding rule reads only the head never wait for the body.
+//! `NeedMore`. Requests whose deciding rule reads only the head never wait for the body;
+//! when [`RuleSet::needs_body`] is false no request does. The body handed over must be
+//! de-chunked and contiguous; a `Decision` borrows the rule set and the state, so copy
+//! what you need out of it before the next evaluation. Apply the [`SetHeaders`] edits to
+//! the forwarded head (rule conditions never see them) and stickiness per [`Sticky`].
 //!
 //! # Allocation
 //!
@@ -42,7 +46,7 @@
 //! Front end: `lexer` → `parser` → `ast` (syntax tree, pretty-printer) → `check`
 //! (conditions) and `lower` (rules, actions) → `ir` (checked program) → `reach` (can-never-
 //! fire warnings); `diag` holds diagnostics. Back end: `compile` (per-field regex set,
-//! Aho-Corasick and equality table; the rule index), `ruleset` (the public type),
+//! Aho-Corasick and equality table; the rule index), `regexset`, `ruleset` (the public type),
 //! `eval` (the walk, outcome types), `cond` (three-valued conditions, lazy fetches),
 //! `fields` (head fields), `form` (urlencoded), `body` + `xml` + `markup` (XML tag paths, one
 //! streaming pass), `trace`, `bits`; `request` (the request trait). Tests: `src/tests/`
@@ -64,6 +68,7 @@ mod lower;
 mod markup;
 mod parser;
 mod reach;
+mod regexset;
 mod request;
 mod ruleset;
 mod trace;

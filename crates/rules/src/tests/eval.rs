@@ -258,3 +258,58 @@ fn large_form_documents_decide_from_a_prefix_when_they_can() {
     // `</total>` has arrived, the rest of the field has not: decided.
     assert_eq!(outcome(&end, &req.with_body_prefix(req.body.len() - 21)), "A:api/Off");
 }
+
+/// The worked examples of docs/rules.md behave as the text says.
+#[test]
+fn the_documented_examples_do_what_the_docs_say() {
+    let groups = ["static", "api", "hsServers", "defaultServers", "images", "web"];
+    let compile = |src: &str| {
+        crate::RuleSet::compile(src, std::path::Path::new("doc.rules"), &groups).expect("compiles")
+    };
+    let firewall = compile(
+        r#"
+Bots:   if (match(header("User-Agent"), "(?i)(sqlmap|nikto)")) { drop(); }
+Admin:  if (prefix(path, "/admin") && !inNet(srcip, "10.0.0.0/8")) { deny(); }
+Legal:  if (arg("country") == "XX") { deny(451); }
+Moved:  if (path == "/shop") { redirect(301, "https://shop.example.com/"); }
+Tag:    if (true) { setHeader("X-Switched-By", "cswitch"); }
+Static: if (ext == "gif" || ext == "png" || prefix(path, "/static/")) { routeTo(static); }
+Api:    if (host == "api.example.com") { routeTo(api, STICKY_IP); }
+"#,
+    );
+    assert!(firewall.warnings().is_empty());
+    assert_eq!(outcome(&firewall, &get("/admin/x", "")), "Admin:deny 403");
+    assert_eq!(outcome(&firewall, &get("/logo.png", "")), "Static:static/Off+X-Switched-By=cswitch");
+    assert_eq!(outcome(&firewall, &get("/x", "User-Agent: SQLMap/1\r\n")), "Bots:drop");
+    assert_eq!(outcome(&firewall, &get("/x?country=XX", "")), "Legal:deny 451");
+    assert_eq!(outcome(&firewall, &get("/other", "")), "-:default+X-Switched-By=cswitch");
+    let shop = compile(
+        r#"
+Vip:    if (xml.purchase/totalAmount > 50000 || strcmp(xml.purchase/customerName, "CCL") == 0) {
+            routeTo(hsServers, STICKY_IP_PORT);
+        }
+Second: if (xml.purchase:2.totalAmount < 15000) { routeTo(defaultServers); }
+"#,
+    );
+    let doc = "<purchase><customerName>CCL</customerName><totalAmount>52000</totalAmount></purchase>";
+    let post = request(&format!(
+        "POST /p HTTP/1.1\r\nContent-Type: text/xml\r\nContent-Length: {}\r\n\r\n{doc}",
+        doc.len()
+    ));
+    assert_eq!(outcome(&shop, &post), "Vip:hsServers/IpPort");
+    assert_eq!(
+        outcome(&shop, &post.with_body_prefix(doc.find("<totalAmount>").unwrap_or(0))),
+        "Vip:hsServers/IpPort"
+    );
+    let chain = compile(
+        r#"
+IsXml:  if (match(url, "xmlprocess\.pl")) { goto Value; }
+Images: if (match(url, "\.(gif|png)$")) { routeTo(images); }
+Plain:  if (true) { routeTo(web); }
+Value:  if (xml.purchase/totalAmount > 5000) { routeTo(hsServers); } else { routeTo(defaultServers); }
+"#,
+    );
+    assert!(chain.warnings().is_empty(), "{}", chain.warnings());
+    assert_eq!(outcome(&chain, &get("/a.gif", "")), "Images:images/Off");
+    assert_eq!(outcome(&chain, &get("/xmlprocess.pl", "")), "Value:defaultServers/Off");
+}

@@ -327,3 +327,40 @@ proptest! {
         }
     }
 }
+
+/// Patterns for the regex-set test: literal, anchored, classes, alternation, case-folding,
+/// and Unicode word boundaries (which send the lazy DFA to its fallback on non-ASCII).
+const PATTERNS: &[&str] = &[
+    "a",
+    "^/a",
+    "b$",
+    "a.b",
+    "[0-9]+",
+    "(?i)CURL",
+    "gif|png",
+    r"\.gif$",
+    r"\bword\b",
+    "é",
+    "^$",
+    "x*",
+    r"(?-u:\xff)",
+];
+
+proptest! {
+    #[test]
+    fn regex_sets_report_exactly_the_matching_patterns(
+        picked in prop::collection::btree_set(0..PATTERNS.len(), 1..PATTERNS.len()),
+        hay in prop::collection::vec(prop::sample::select(&[b'a', b'b', b'/', b'.', b'g', b'i', b'f', b'1', b' ', 0xc3, 0xa9, 0xff, b'w', b'o', b'r', b'd'][..]), 0..24),
+    ) {
+        let patterns: Vec<&str> = picked.iter().map(|&i| PATTERNS[i]).collect();
+        let set = crate::regexset::RegexSet::new(&patterns).map_err(TestCaseError::fail)?;
+        let mut scratch = set.scratch();
+        let mut got = vec![false; patterns.len()];
+        set.matches(&mut scratch, &hay, |p| got[p] = true);
+        let syntax = crate::check::regex_syntax_config();
+        for (p, pattern) in patterns.iter().enumerate() {
+            let one = regex_automata::meta::Regex::builder().syntax(syntax).build(pattern).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(got[p], one.is_match(&hay[..]), "pattern {:?} on {:?}", pattern, hay);
+        }
+    }
+}
