@@ -7,7 +7,7 @@
 use std::cmp::Ordering;
 
 use crate::rr::eligible;
-use crate::{Candidate, Scheduler};
+use crate::{Candidate, Member, Params, Scheduler};
 
 /// Least connections with round-robin tie-breaking.
 #[derive(Debug, Default)]
@@ -16,8 +16,16 @@ pub(crate) struct LeastConnections {
     next: usize,
 }
 
+impl LeastConnections {
+    pub(crate) fn new(_: &Params) -> Self {
+        Self::default()
+    }
+}
+
 impl Scheduler for LeastConnections {
-    fn pick(&mut self, servers: &[Candidate]) -> Option<usize> {
+    fn rebuild(&mut self, _: &[Member<'_>]) {}
+
+    fn pick(&mut self, servers: &[Candidate], _key: Option<&[u8]>) -> Option<usize> {
         pick_least(servers, &mut self.next, |a, b| a.active.cmp(&b.active))
     }
 }
@@ -30,18 +38,24 @@ pub(crate) fn pick_least(
     next: &mut usize,
     cmp: impl Fn(&Candidate, &Candidate) -> Ordering,
 ) -> Option<usize> {
-    let n = servers.len();
-    let mut best: Option<usize> = None;
-    for i in (0..n).map(|step| (*next + step) % n) {
-        if !eligible(&servers[i]) {
+    if servers.is_empty() {
+        return None;
+    }
+    // One division per pick, not one per server: scan `start..` then `..start`.
+    let start = *next % servers.len();
+    let (before, from) = servers.split_at(start);
+    let order = from.iter().enumerate().map(|(i, c)| (i + start, c)).chain(before.iter().enumerate());
+    let mut best: Option<(usize, &Candidate)> = None;
+    for (i, c) in order {
+        if !eligible(c) {
             continue;
         }
         match best {
-            Some(b) if cmp(&servers[i], &servers[b]) != Ordering::Less => {}
-            _ => best = Some(i),
+            Some((_, b)) if cmp(c, b) != Ordering::Less => {}
+            _ => best = Some((i, c)),
         }
     }
-    let b = best?;
+    let (b, _) = best?;
     *next = b + 1;
     Some(b)
 }
@@ -51,15 +65,15 @@ mod tests {
     use super::*;
 
     fn up(active: u32) -> Candidate {
-        Candidate { weight: 1, active, usable: true }
+        Candidate { weight: 1, active, usable: true, ..Candidate::default() }
     }
 
     #[test]
     fn fewest_active_wins_and_ties_rotate() {
         let mut s = LeastConnections::default();
-        assert_eq!(s.pick(&[up(3), up(1), up(2)]), Some(1));
+        assert_eq!(s.pick(&[up(3), up(1), up(2)], None), Some(1));
         let idle = [up(0), up(0), up(0)];
-        let picks: Vec<_> = (0..4).filter_map(|_| s.pick(&idle)).collect();
+        let picks: Vec<_> = (0..4).filter_map(|_| s.pick(&idle, None)).collect();
         assert_eq!(picks, [2, 0, 1, 2]);
     }
 
@@ -69,8 +83,8 @@ mod tests {
         let mut servers = [up(0), up(0), up(9)];
         servers[0].usable = false;
         servers[1].weight = 0;
-        assert_eq!(s.pick(&servers), Some(2));
+        assert_eq!(s.pick(&servers, None), Some(2));
         servers[2].usable = false;
-        assert_eq!(s.pick(&servers), None);
+        assert_eq!(s.pick(&servers, None), None);
     }
 }

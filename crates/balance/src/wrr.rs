@@ -6,7 +6,7 @@
 //! interleaved (5,1,1 gives `a a b a c a a`, not `a a a a a b c`).
 
 use crate::rr::eligible;
-use crate::{Candidate, Scheduler};
+use crate::{Candidate, Member, Params, Scheduler};
 
 /// Smooth weighted round robin with one running score per server.
 #[derive(Debug, Default)]
@@ -14,12 +14,27 @@ pub(crate) struct WeightedRoundRobin {
     /// Running score per server, same order as the candidates. `i64` because scores go
     /// negative and a server's score can reach a multiple of the total weight.
     current: Vec<i64>,
+    /// Member names, same order: a rebuild carries each score over by name.
+    names: Vec<String>,
+}
+
+impl WeightedRoundRobin {
+    pub(crate) fn new(_: &Params) -> Self {
+        Self::default()
+    }
 }
 
 impl Scheduler for WeightedRoundRobin {
-    fn pick(&mut self, servers: &[Candidate]) -> Option<usize> {
+    fn rebuild(&mut self, members: &[Member<'_>]) {
+        let score = |name: &str| self.names.iter().position(|n| n == name).map_or(0, |i| self.current[i]);
+        let current: Vec<i64> = members.iter().map(|m| score(m.name)).collect();
+        self.names = members.iter().map(|m| m.name.to_string()).collect();
+        self.current = current;
+    }
+
+    fn pick(&mut self, servers: &[Candidate], _key: Option<&[u8]>) -> Option<usize> {
         if self.current.len() != servers.len() {
-            // A different group: old scores belong to other servers. Resizing keeps the
+            // Not rebuilt for this group: start from zero scores. Resizing keeps the
             // allocation when the group shrinks, so steady state never allocates.
             self.current.clear();
             self.current.resize(servers.len(), 0);
@@ -49,14 +64,14 @@ mod tests {
     use super::*;
 
     fn up(weight: u32) -> Candidate {
-        Candidate { weight, active: 0, usable: true }
+        Candidate { weight, active: 0, usable: true, ..Candidate::default() }
     }
 
     #[test]
     fn nginx_example_sequence() {
         let mut s = WeightedRoundRobin::default();
         let servers = [up(5), up(1), up(1)];
-        let picks: Vec<_> = (0..7).filter_map(|_| s.pick(&servers)).collect();
+        let picks: Vec<_> = (0..7).filter_map(|_| s.pick(&servers, None)).collect();
         assert_eq!(picks, [0, 0, 1, 0, 2, 0, 0]);
     }
 
@@ -65,12 +80,12 @@ mod tests {
         let mut s = WeightedRoundRobin::default();
         let mut servers = vec![up(2), up(1)];
         servers[0].usable = false;
-        assert_eq!(s.pick(&servers), Some(1));
-        assert_eq!(s.pick(&servers), Some(1));
+        assert_eq!(s.pick(&servers, None), Some(1));
+        assert_eq!(s.pick(&servers, None), Some(1));
         servers.push(up(0));
         servers[0].usable = true;
-        let picks: Vec<_> = (0..3).filter_map(|_| s.pick(&servers)).collect();
+        let picks: Vec<_> = (0..3).filter_map(|_| s.pick(&servers, None)).collect();
         assert_eq!(picks, [0, 1, 0]);
-        assert_eq!(s.pick(&[up(0), up(0)]), None);
+        assert_eq!(s.pick(&[up(0), up(0)], None), None);
     }
 }

@@ -17,6 +17,7 @@ pub(crate) fn run(listeners: &[ListenerDraft], groups: &[GroupDraft], sink: &mut
             None => " in this group".to_string(),
         };
         unique(sink, "server", &within, servers);
+        unique(sink, "server cookie token", &within, group.servers.iter().filter_map(|s| s.cookie.as_ref()));
     }
     binds(sink, listeners);
     references(sink, listeners, groups);

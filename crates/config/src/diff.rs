@@ -65,6 +65,14 @@ pub enum Change {
         /// After.
         new: SchedulerKind,
     },
+    /// A group's balancing settings other than the scheduler changed (`hash_key`, the
+    /// scheduler tunables, `persistence`); the keys that changed are listed.
+    BalancingChanged {
+        /// The group's name.
+        group: String,
+        /// Names of the keys that changed.
+        keys: Vec<&'static str>,
+    },
     /// A server added to a group present in both configs.
     ServerAdded {
         /// The group's name.
@@ -160,11 +168,29 @@ fn groups(old: &[Group], new: &[Group], changes: &mut Vec<Change>) {
                 new: after.scheduler,
             });
         }
+        let keys = balancing_keys(before, after);
+        if !keys.is_empty() {
+            changes.push(Change::BalancingChanged { group: before.name.clone(), keys });
+        }
         servers(&before.name, &before.servers, &after.servers, changes);
     }
     for after in new.iter().filter(|g| !old.iter().any(|o| o.name == g.name)) {
         changes.push(Change::GroupAdded(after.clone()));
     }
+}
+
+fn balancing_keys(old: &Group, new: &Group) -> Vec<&'static str> {
+    let mut keys = Vec::new();
+    if old.hash_key != new.hash_key {
+        keys.push("hash_key");
+    }
+    if old.params != new.params {
+        keys.push("scheduler tunables");
+    }
+    if old.persistence != new.persistence {
+        keys.push("persistence");
+    }
+    keys
 }
 
 fn servers(group: &str, old: &[Server], new: &[Server], changes: &mut Vec<Change>) {
@@ -208,6 +234,9 @@ impl fmt::Display for Change {
             Change::SchedulerChanged { group, old, new } => {
                 let (old, new) = (old.name(), new.name());
                 write!(f, "group `{group}` changed: scheduler {old} → {new}")
+            }
+            Change::BalancingChanged { group, keys } => {
+                write!(f, "group `{group}` changed: {}", keys.join(", "))
             }
             Change::ServerAdded { group, server } => {
                 let (name, addr) = (&server.name, server.addr);

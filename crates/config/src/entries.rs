@@ -4,10 +4,13 @@
 //! the checks across entries (duplicates, `default_group` references) run after all of them
 //! are read and must point at the offending value.
 
+use crate::balancing;
 use crate::diag::Sink;
 use crate::sections::{home_of, GROUP_KEYS, LISTENER_KEYS, SERVER_KEYS};
 use crate::walk::{Located, Table};
-use crate::{addr, suggest, Group, Listener, Protocol, Server};
+use crate::{
+    addr, suggest, ConnectionPersistence, Group, HashKey, Listener, Params, Persistence, Protocol, Server,
+};
 use balance::SchedulerKind;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -22,6 +25,8 @@ pub(crate) struct ListenerDraft {
     x_forwarded_for: bool,
     x_forwarded_proto: bool,
     xml_form_field: Option<String>,
+    connection_persistence: ConnectionPersistence,
+    preallocate: bool,
 }
 
 impl ListenerDraft {
@@ -36,6 +41,8 @@ impl ListenerDraft {
             x_forwarded_for: self.x_forwarded_for,
             x_forwarded_proto: self.x_forwarded_proto,
             xml_form_field: self.xml_form_field,
+            connection_persistence: self.connection_persistence,
+            preallocate: self.preallocate,
         })
     }
 }
@@ -44,6 +51,9 @@ impl ListenerDraft {
 pub(crate) struct GroupDraft {
     pub(crate) name: Option<Located<String>>,
     scheduler: SchedulerKind,
+    hash_key: HashKey,
+    params: Params,
+    pub(crate) persistence: Option<Persistence>,
     pub(crate) servers: Vec<ServerDraft>,
 }
 
@@ -51,7 +61,14 @@ impl GroupDraft {
     /// The validated group; `None` only when an error was already reported.
     pub(crate) fn build(self) -> Option<Group> {
         let servers: Option<Vec<Server>> = self.servers.into_iter().map(ServerDraft::build).collect();
-        Some(Group { name: self.name?.value, scheduler: self.scheduler, servers: servers? })
+        Some(Group {
+            name: self.name?.value,
+            scheduler: self.scheduler,
+            hash_key: self.hash_key,
+            params: self.params,
+            persistence: self.persistence,
+            servers: servers?,
+        })
     }
 }
 
@@ -61,12 +78,15 @@ pub(crate) struct ServerDraft {
     addr: Option<Located<SocketAddr>>,
     weight: u32,
     maxconn: u32,
+    pub(crate) cookie: Option<Located<String>>,
 }
 
 impl ServerDraft {
     fn build(self) -> Option<Server> {
+        let name = self.name?.value;
         Some(Server {
-            name: self.name?.value,
+            cookie: self.cookie.map_or_else(|| name.clone(), |c| c.value),
+            name,
             addr: self.addr?.value,
             weight: self.weight,
             maxconn: self.maxconn,
@@ -88,6 +108,8 @@ pub(crate) fn listener(t: &Table, sink: &mut Sink, base: &Path) -> ListenerDraft
         x_forwarded_for: t.bool_or(sink, "x_forwarded_for", true),
         x_forwarded_proto: t.bool_or(sink, "x_forwarded_proto", true),
         xml_form_field: t.string(sink, "xml_form_field").map(|f| f.value.to_string()),
+        connection_persistence: balancing::connection_persistence(t, sink),
+        preallocate: t.bool_or(sink, "preallocate", false),
     }
 }
 
@@ -119,7 +141,14 @@ pub(crate) fn group(t: &Table, sink: &mut Sink) -> GroupDraft {
     t.reject_unknown(sink, GROUP_KEYS, home_of);
     let name = name(t, sink, "\"web\"");
     let servers = servers(t, sink, name.as_ref());
-    GroupDraft { name, scheduler: scheduler(t, sink), servers }
+    GroupDraft {
+        name,
+        scheduler: scheduler(t, sink),
+        hash_key: balancing::hash_key(t, sink),
+        params: balancing::params(t, sink),
+        persistence: balancing::persistence(t, sink),
+        servers,
+    }
 }
 
 fn scheduler(t: &Table, sink: &mut Sink) -> SchedulerKind {
@@ -163,7 +192,20 @@ fn server(t: &Table, sink: &mut Sink) -> ServerDraft {
         addr: socket_addr(t, sink, "addr", "\"127.0.0.1:9001\"", addr::parse_server),
         weight: int(sink, "weight", 1, 1_000_000),
         maxconn: int(sink, "maxconn", 0, 1_000_000),
+        cookie: cookie_token(t, sink),
     }
+}
+
+/// A server's optional `cookie` token: what persistence cookies carry to name it.
+fn cookie_token(t: &Table, sink: &mut Sink) -> Option<Located<String>> {
+    let c = t.string(sink, "cookie")?;
+    let allowed = |ch: char| ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.');
+    if c.value.is_empty() || !c.value.chars().all(allowed) {
+        let message = format!("cookie token `{}` may only use letters, digits, '-', '_' and '.'", c.value);
+        sink.error(&c.span, &c.key, message, Some("write e.g. cookie = \"s1\"".into()));
+        return None;
+    }
+    Some(owned(c))
 }
 
 /// A required `name`. Names appear in logs, metrics labels and the admin API's paths, so

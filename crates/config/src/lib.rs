@@ -7,11 +7,13 @@
 //!
 //! Layout: `model` (the validated types), `load` (TOML → drafts → validated), `walk` (typed
 //! reads of one TOML table, with spans), `sections` (`[global]`, `[limits]`, …), `entries`
-//! (`[[listener]]`, `[[group]]`), `checks` (across entries: duplicates, references), `diag`
+//! (`[[listener]]`, `[[group]]`), `balancing` (a group's scheduler keys and persistence, a
+//! listener's connection persistence), `checks` (across entries: duplicates, references), `diag`
 //! (diagnostics and their rendering with a caret), `duration` ("500ms", "10s", "5m"),
 //! `addr` (IP:port), `suggest` ("did you mean"), `diff` (old vs new config).
 
 mod addr;
+mod balancing;
 mod checks;
 mod diag;
 mod diff;

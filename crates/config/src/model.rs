@@ -1,6 +1,7 @@
 //! The validated configuration. Every field has its default here and in `docs/config.md`.
 
 use balance::SchedulerKind;
+pub use balance::{CapClass, Params};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -126,6 +127,25 @@ pub struct Listener {
     /// For urlencoded bodies, the form field that carries the XML the rules read
     /// (default: the first field whose value starts with `<`).
     pub xml_form_field: Option<String>,
+    /// What happens when the next request on a client connection goes to another server
+    /// than the previous one (seed 001 Table 1). Default `per_request`.
+    pub connection_persistence: ConnectionPersistence,
+    /// Pre-allocation (seed 000 §3.2): on a new connection, get a connection to the server
+    /// this client address used last while its request is still being read (default false).
+    pub preallocate: bool,
+}
+
+/// `connection_persistence` of a listener.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectionPersistence {
+    /// Every request routed on its own; server connections pooled (default).
+    PerRequest,
+    /// The response before a change of server carries `Connection: close`: the client
+    /// reconnects, and its next connection starts on the new server.
+    Close,
+    /// A request that would change server is answered 302 to its own URL with
+    /// `Connection: close`; the client retries on a new connection.
+    Redirect,
 }
 
 /// `[[group]]`
@@ -135,8 +155,111 @@ pub struct Group {
     pub name: String,
     /// How servers are picked (default wlc).
     pub scheduler: SchedulerKind,
+    /// What keyed schedulers (hashing, lard, cap, sieve) read from a request (default url).
+    pub hash_key: HashKey,
+    /// Scheduler tunables (`virtual_nodes`, `hash_balance_factor`, `lard_low`, …).
+    pub params: Params,
+    /// Session persistence (`persistence = { mode = "…", … }`), if any.
+    pub persistence: Option<Persistence>,
     /// At least one; names unique within the group.
     pub servers: Vec<Server>,
+}
+
+/// `hash_key` of a group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HashKey {
+    /// The request-target as sent.
+    Url,
+    /// The path (target without the query).
+    Path,
+    /// The Host field.
+    Host,
+    /// The client address (its octets).
+    SrcIp,
+    /// A request header's value (`header:Name`).
+    Header(String),
+    /// A cookie's value (`cookie:Name`).
+    Cookie(String),
+    /// A query parameter's value, undecoded (`arg:name`).
+    Arg(String),
+}
+
+/// A group's session persistence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Persistence {
+    /// How clients are recognised.
+    pub mode: PersistMode,
+    /// Entries in the group's stick table (source, header, url_param, learn; default 100000).
+    pub table_size: usize,
+}
+
+/// The persistence modes (seed 001 §IV, and HAProxy's).
+#[derive(Clone, Debug, PartialEq)]
+pub enum PersistMode {
+    /// The switch sets a cookie naming the server.
+    Insert(InsertCookie),
+    /// The server's session cookie value is prefixed with the server's tag on the way out,
+    /// and restored on the way in.
+    Prefix {
+        /// The server's session cookie.
+        cookie: String,
+    },
+    /// The switch learns the session-cookie values servers set.
+    Learn {
+        /// The server's session cookie.
+        cookie: String,
+        /// Unused entries expire after this (default 30m).
+        timeout: Duration,
+    },
+    /// Seed 001's cookie-name rewriting (names of at least 8 characters).
+    Rename {
+        /// The server's session cookie.
+        cookie: String,
+    },
+    /// Source-address affinity.
+    Source {
+        /// Unused entries expire after this (default 30m).
+        timeout: Duration,
+        /// IPv4 prefix length the address is masked to (default 32).
+        netmask_v4: u8,
+        /// IPv6 prefix length (default 128).
+        netmask_v6: u8,
+    },
+    /// Affinity on a request header's value.
+    Header {
+        /// Header name.
+        name: String,
+        /// Unused entries expire after this (default 30m).
+        timeout: Duration,
+    },
+    /// Affinity on a query parameter's value.
+    UrlParam {
+        /// Parameter name.
+        name: String,
+        /// Unused entries expire after this (default 30m).
+        timeout: Duration,
+    },
+}
+
+/// `mode = "insert"` options (as HAProxy's `cookie … insert`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InsertCookie {
+    /// Cookie name.
+    pub cookie: String,
+    /// Remove the cookie from requests before they reach the server (default true).
+    pub indirect: bool,
+    /// Add `Cache-Control: private` to responses that set the cookie (default true).
+    pub nocache: bool,
+    /// `HttpOnly` (default true).
+    pub httponly: bool,
+    /// `Secure` (default false).
+    pub secure: bool,
+    /// `Domain`, if any.
+    pub domain: Option<String>,
+    /// Cookie unused for this long is ignored (default: none).
+    pub max_idle: Option<Duration>,
+    /// Cookie older than this is ignored (default: none).
+    pub max_life: Option<Duration>,
 }
 
 /// One server of a group (`servers = [ { … }, … ]`).
@@ -150,4 +273,6 @@ pub struct Server {
     pub weight: u32,
     /// Requests in flight at once to this server (default 0 = unlimited); more wait in a queue.
     pub maxconn: u32,
+    /// The token naming this server in persistence cookies (default: its name).
+    pub cookie: String,
 }

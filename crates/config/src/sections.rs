@@ -42,13 +42,27 @@ pub(crate) const LISTENER_KEYS: &[&str] = &[
     "x_forwarded_for",
     "x_forwarded_proto",
     "xml_form_field",
+    "connection_persistence",
+    "preallocate",
 ];
-pub(crate) const GROUP_KEYS: &[&str] = &["name", "scheduler", "servers"];
-pub(crate) const SERVER_KEYS: &[&str] = &["name", "addr", "weight", "maxconn"];
+pub(crate) const GROUP_KEYS: &[&str] = &[
+    "name",
+    "scheduler",
+    "servers",
+    "hash_key",
+    "virtual_nodes",
+    "hash_balance_factor",
+    "lard_low",
+    "lard_high",
+    "cap_classes",
+    "sieve_extra_functions",
+    "persistence",
+];
+pub(crate) const SERVER_KEYS: &[&str] = &["name", "addr", "weight", "maxconn", "cookie"];
 
 /// For an unknown key: the section where a key of that name lives, if any.
 pub(crate) fn home_of(key: &str) -> Option<String> {
-    let homes: [(&str, &[&str]); 7] = [
+    let homes: [(&str, &[&str]); 8] = [
         ("[global]", GLOBAL_KEYS),
         ("[access_log]", ACCESS_LOG_KEYS),
         ("[limits]", LIMITS_KEYS),
@@ -56,6 +70,7 @@ pub(crate) fn home_of(key: &str) -> Option<String> {
         ("[[listener]]", LISTENER_KEYS),
         ("[[group]]", GROUP_KEYS),
         ("a server of a [[group]]", SERVER_KEYS),
+        ("a group's persistence", crate::balancing::PERSISTENCE_KEYS),
     ];
     let (home, _) = homes.iter().find(|(_, keys)| keys.contains(&key))?;
     Some(format!("`{key}` belongs in {home}"))

@@ -185,6 +185,19 @@ impl<'d> Table<'d> {
         }
     }
 
+    /// An array of strings, or `None` when absent or (reported) not one.
+    pub(crate) fn strings(&self, sink: &mut Sink, key: &str) -> Option<Vec<String>> {
+        let item = self.get(key)?;
+        let strings =
+            item.as_array().and_then(|a| a.iter().map(|v| v.as_str().map(str::to_string)).collect());
+        if strings.is_none() {
+            let message = format!("`{key}` must be an array of strings, found {}", found(item));
+            let hint = Some(format!("write {key} = [\"a\", \"b\"]"));
+            sink.error(&self.value_span(key), &self.key_path(key), message, hint);
+        }
+        strings
+    }
+
     /// The sub-table `key` (`[key]` or `key = { … }`), or `None` when absent or not a table.
     pub(crate) fn section(&self, sink: &mut Sink, key: &str) -> Option<Table<'d>> {
         let item = self.get(key)?;

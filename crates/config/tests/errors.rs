@@ -117,7 +117,9 @@ fn wrong_types_for_booleans_strings_and_sections() {
 fn unknown_scheduler_lists_the_valid_names() {
     let d = one(&BASE.replace("servers =", "scheduler = \"wcl\"\nservers ="));
     assert_at(&d, 8, 13, "group[0].scheduler");
-    assert_eq!(d.message, "unknown scheduler `wcl`; valid: rr, wrr, lc, wlc");
+    let valid = balance::SchedulerKind::NAMES.join(", ");
+    assert_eq!(d.message, format!("unknown scheduler `wcl`; valid: {valid}"));
+    assert!(valid.contains("consistent") && valid.contains("sieve"), "{valid}");
     assert_eq!(hint(&d), "did you mean `wlc`?");
     let d = one(&BASE.replace("servers =", "scheduler = \"round-robin\"\nservers ="));
     assert_eq!(d.hint, None);
@@ -344,11 +346,10 @@ fn display_of_a_single_error_without_hint() {
     let shown = parse("[[listener]]\nname = 'web'\nbind = '1.2.3.4:80'\ndefault_group = 'g'\n[[group]]\nname = 'g'\nscheduler = 'fifo'\nservers = [{ name = 's', addr = '1.2.3.4:81' }]", Path::new("c.toml"))
         .unwrap_err()
         .to_string();
-    let want = "\
-c.toml:7:13: error: unknown scheduler `fifo`; valid: rr, wrr, lc, wlc
-  scheduler = 'fifo'
-              ^
-1 error";
+    let valid = balance::SchedulerKind::NAMES.join(", ");
+    let want = format!(
+        "c.toml:7:13: error: unknown scheduler `fifo`; valid: {valid}\n  scheduler = 'fifo'\n              ^\n1 error"
+    );
     assert_eq!(shown, want);
 }
 
@@ -357,4 +358,50 @@ fn unreadable_file_has_no_position() {
     let err = load(Path::new("/nonexistent/cswitch.toml")).unwrap_err();
     assert_eq!((err.0[0].line, err.0[0].col), (0, 0));
     assert!(err.to_string().starts_with("/nonexistent/cswitch.toml: error: cannot read config file"));
+}
+
+#[test]
+fn balancing_keys_are_checked_with_positions_and_hints() {
+    let base =
+        "[[listener]]\nname = 'web'\nbind = '1.2.3.4:80'\ndefault_group = 'g'\n[[group]]\nname = 'g'\n";
+    let servers = "servers = [{ name = 's', addr = '1.2.3.4:81' }]";
+    let err = |group_keys: &str| {
+        let text = format!("{base}{group_keys}\n{servers}");
+        parse(&text, Path::new("c.toml")).unwrap_err().0
+    };
+    let d = &err("hash_key = 'urll'")[0];
+    assert_eq!((d.line, d.col), (7, 12));
+    assert!(d.message.starts_with("unknown hash_key `urll`"), "{}", d.message);
+    assert_eq!(d.hint.as_deref(), Some("did you mean `url`?"));
+    let d = &err("hash_balance_factor = 50")[0];
+    assert!(d.message.contains("at least 100"), "{}", d.message);
+    let d = &err("persistence = { mode = 'rename', cookie = 'SID' }")[0];
+    assert!(d.message.contains("first 8 characters"), "{}", d.message);
+    let d = &err("persistence = { mode = 'insrt', cookie = 'SRV' }")[0];
+    assert_eq!(d.hint.as_deref(), Some("did you mean `insert`?"));
+    let d = &err("persistence = { mode = 'source', netmsk = 24 }")[0];
+    assert!(d.message.contains("netmsk"), "{}", d.message);
+    let d = &err("lard_low = 50\nlard_high = 40")[0];
+    assert!(d.message.contains("must be above"), "{}", d.message);
+}
+
+#[test]
+fn balancing_keys_parse() {
+    let text = "[[listener]]\nname = 'web'\nbind = '1.2.3.4:80'\ndefault_group = 'g'\nconnection_persistence = 'redirect'\n\
+                [[group]]\nname = 'g'\nscheduler = 'consistent'\nhash_key = 'header:X-User'\nhash_balance_factor = 125\n\
+                persistence = { mode = 'insert', cookie = 'SRV', secure = true, max_idle = '20m' }\n\
+                servers = [{ name = 's', addr = '1.2.3.4:81', cookie = 'a1' }]";
+    let c = parse(text, Path::new("c.toml")).unwrap();
+    let g = &c.groups[0];
+    assert_eq!(g.hash_key, cswitch_config::HashKey::Header("X-User".into()));
+    assert_eq!(g.params.hash_balance_factor, 125);
+    assert_eq!(g.servers[0].cookie, "a1");
+    assert_eq!(c.listeners[0].connection_persistence, cswitch_config::ConnectionPersistence::Redirect);
+    match &g.persistence.as_ref().unwrap().mode {
+        cswitch_config::PersistMode::Insert(i) => {
+            assert!(i.secure && i.indirect && i.httponly);
+            assert_eq!(i.max_idle, Some(std::time::Duration::from_secs(1200)));
+        }
+        other => panic!("{other:?}"),
+    }
 }

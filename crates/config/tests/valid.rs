@@ -3,7 +3,8 @@
 
 use balance::SchedulerKind;
 use cswitch_config::{
-    load, parse, AccessLog, Config, Global, Group, Limits, Listener, LogFormat, Protocol, Server, Timeouts,
+    load, parse, AccessLog, Config, ConnectionPersistence, Global, Group, HashKey, Limits, Listener,
+    LogFormat, Params, Protocol, Server, Timeouts,
 };
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -72,7 +73,7 @@ weight = 0
 "#;
 
 fn server(name: &str, addr: &str, weight: u32, maxconn: u32) -> Server {
-    Server { name: name.into(), addr: addr.parse().unwrap(), weight, maxconn }
+    Server { name: name.into(), addr: addr.parse().unwrap(), weight, maxconn, cookie: name.into() }
 }
 
 fn listener(name: &str, bind: &str, group: &str) -> Listener {
@@ -85,6 +86,19 @@ fn listener(name: &str, bind: &str, group: &str) -> Listener {
         x_forwarded_for: true,
         x_forwarded_proto: true,
         xml_form_field: None,
+        connection_persistence: ConnectionPersistence::PerRequest,
+        preallocate: false,
+    }
+}
+
+fn group(name: &str, scheduler: SchedulerKind, servers: Vec<Server>) -> Group {
+    Group {
+        name: name.into(),
+        scheduler,
+        hash_key: HashKey::Url,
+        params: Params::default(),
+        persistence: None,
+        servers,
     }
 }
 
@@ -133,16 +147,16 @@ fn expected_full() -> Config {
             },
         ],
         groups: vec![
-            Group {
-                name: "web".into(),
-                scheduler: SchedulerKind::WeightedRoundRobin,
-                servers: vec![server("s1", "127.0.0.1:9001", 2, 100), server("s2", "127.0.0.1:9002", 1, 0)],
-            },
-            Group {
-                name: "static".into(),
-                scheduler: SchedulerKind::WeightedLeastConnections,
-                servers: vec![server("st1", "10.0.0.7:80", 0, 0)],
-            },
+            group(
+                "web",
+                SchedulerKind::WeightedRoundRobin,
+                vec![server("s1", "127.0.0.1:9001", 2, 100), server("s2", "127.0.0.1:9002", 1, 0)],
+            ),
+            group(
+                "static",
+                SchedulerKind::WeightedLeastConnections,
+                vec![server("st1", "10.0.0.7:80", 0, 0)],
+            ),
         ],
     }
 }
@@ -195,11 +209,11 @@ fn minimal_config_gets_every_default() {
             sticky_ip: secs(600),
         },
         listeners: vec![listener("web", "127.0.0.1:8080", "web")],
-        groups: vec![Group {
-            name: "web".into(),
-            scheduler: SchedulerKind::WeightedLeastConnections,
-            servers: vec![server("s1", "127.0.0.1:9001", 1, 0)],
-        }],
+        groups: vec![group(
+            "web",
+            SchedulerKind::WeightedLeastConnections,
+            vec![server("s1", "127.0.0.1:9001", 1, 0)],
+        )],
     };
     assert_eq!(config, expected);
 }
@@ -300,4 +314,41 @@ fn example_documents_every_key() {
         assert!(docs.contains(&format!("`{key}`")), "docs/config.md lacks `{key}`");
         assert!(example.contains(&format!("{key} =")), "example lacks {key}");
     }
+    // Balancing keys: documented (the example keeps to the common ones).
+    for key in [
+        "hash_key",
+        "virtual_nodes",
+        "hash_balance_factor",
+        "lard_low",
+        "lard_high",
+        "cap_classes",
+        "sieve_extra_functions",
+        "persistence",
+        "mode",
+        "cookie",
+        "indirect",
+        "nocache",
+        "httponly",
+        "secure",
+        "domain",
+        "max_idle",
+        "max_life",
+        "timeout",
+        "netmask",
+        "netmask_v6",
+        "header",
+        "param",
+        "table_size",
+        "connection_persistence",
+        "preallocate",
+    ] {
+        assert!(docs.contains(&format!("`{key}`")), "docs/config.md lacks `{key}`");
+    }
+    for name in cswitch_balance_names() {
+        assert!(docs.contains(&format!("| `{name}`")), "docs/config.md lacks scheduler `{name}`");
+    }
+}
+
+fn cswitch_balance_names() -> Vec<&'static str> {
+    SchedulerKind::NAMES.iter().copied().filter(|n| !n.starts_with("lard")).collect()
 }

@@ -7,6 +7,7 @@
 mod demo;
 mod explain;
 mod signals;
+mod simulate;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -52,6 +53,9 @@ enum Command {
         #[arg(long)]
         listener: Option<String>,
     },
+    /// Replay a URL trace through the schedulers, with an LRU cache per server: load
+    /// imbalance, cache hit ratio, disk bytes and keys moved per algorithm and server count.
+    Simulate(simulate::Args),
 }
 
 fn main() -> ExitCode {
@@ -64,6 +68,7 @@ fn main() -> ExitCode {
         Command::Explain { config, request, src, listener } => {
             explain::run(&config, &request, src, listener.as_deref())
         }
+        Command::Simulate(args) => simulate::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

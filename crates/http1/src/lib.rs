@@ -42,4 +42,7 @@ pub use error::{BodyError, HeadError};
 pub use head::{HeadLimits, HeaderSpan, Parse, Span, Version};
 pub use request::RequestHead;
 pub use response::ResponseHead;
-pub use rewrite::{write_request_head, write_response_head, RequestRewrite, ResponseRewrite};
+pub use rewrite::{
+    write_request_head, write_response_head, write_response_head_with, RequestRewrite, ResponseEdits,
+    ResponseRewrite, SetCookieEdit,
+};

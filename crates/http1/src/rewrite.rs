@@ -21,7 +21,8 @@ pub struct RequestRewrite<'a> {
     /// Keep `Upgrade` and send `Connection: upgrade` (the request is an upgrade).
     pub upgrade: bool,
     /// Fields to set (the rules' `setHeader`): the client's fields of these names are
-    /// dropped and these are added, in order; of two with the same name the later wins.
+    /// dropped and these are added, in order; of two with the same name the later wins;
+    /// an empty value only removes the field.
     /// Fields that frame the message or are hop-by-hop (`Content-Length`,
     /// `Transfer-Encoding`, `Connection`, …) are never set: changing them would let a rule
     /// make the server read the body differently from us.
@@ -103,7 +104,8 @@ fn settable(name: &str) -> bool {
 fn write_set_headers(set: &[(&str, &str)], out: &mut Vec<u8>) {
     for (i, (name, value)) in set.iter().enumerate() {
         let overridden = set[i + 1..].iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
-        if settable(name) && !overridden {
+        // An empty value removes the field (as nginx's proxy_set_header does).
+        if settable(name) && !overridden && !value.is_empty() {
             let _ = write!(out, "{name}: {value}\r\n");
         }
     }
@@ -138,24 +140,69 @@ fn append_xff(buf: &[u8], h: &HeaderSpan, ip: IpAddr, out: &mut Vec<u8>) {
     }
 }
 
+/// Rewrites one `Set-Cookie` value: true when the replacement was written into the buffer.
+pub type SetCookieEdit<'a> = &'a dyn Fn(&[u8], &mut Vec<u8>) -> bool;
+
+/// Edits to a response head beyond the hop-by-hop rules: what session persistence needs.
+#[derive(Clone, Copy, Default)]
+pub struct ResponseEdits<'a> {
+    /// Called with the value of each `Set-Cookie` field; when it returns true, the field
+    /// is sent as `Set-Cookie: ` followed by what it wrote into the buffer (cleared before
+    /// each call) instead of as received.
+    pub set_cookie: Option<SetCookieEdit<'a>>,
+    /// Complete field lines (`Name: value\r\n` each) added after the server's fields.
+    pub extra: &'a [u8],
+}
+
+impl std::fmt::Debug for ResponseEdits<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseEdits")
+            .field("set_cookie", &self.set_cookie.is_some())
+            .field("extra", &String::from_utf8_lossy(self.extra))
+            .finish()
+    }
+}
+
 /// Appends to `out` the response head to send to the client (status line as sent).
 ///
 /// Then the end-to-end fields as sent (Transfer-Encoding too, unless `dechunk`), then:
 /// `Connection: upgrade` for an upgrade, else `Connection: close` when the client
 /// connection will close, else `Connection: keep-alive` for an HTTP/1.0 client.
 pub fn write_response_head(buf: &[u8], head: &ResponseHead, rw: &ResponseRewrite, out: &mut Vec<u8>) {
-    // The status line is the head's first line and ends where the reason phrase does.
+    write_response_head_with(buf, head, rw, &ResponseEdits::default(), out);
+}
+
+/// [`write_response_head`] with persistence edits: `Set-Cookie` fields rewritten and
+/// extra fields added before cswitch's own `Connection` field.
+pub fn write_response_head_with(
+    buf: &[u8],
+    head: &ResponseHead,
+    rw: &ResponseRewrite,
+    edits: &ResponseEdits,
+    out: &mut Vec<u8>,
+) {
     out.extend_from_slice(Span { start: 0, end: head.reason.end }.slice(buf));
     out.extend_from_slice(b"\r\n");
     let hop = HopByHop::new(buf, &head.headers, rw.upgrade);
+    let mut edited = Vec::new();
     for h in &head.headers {
         let name = h.name.slice(buf);
         if hop.drops(name) || (rw.dechunk && is(buf, h, b"transfer-encoding")) {
             continue;
         }
+        if let (Some(edit), true) = (edits.set_cookie, is(buf, h, b"set-cookie")) {
+            edited.clear();
+            if edit(h.value.slice(buf), &mut edited) {
+                out.extend_from_slice(b"Set-Cookie: ");
+                out.extend_from_slice(&edited);
+                out.extend_from_slice(b"\r\n");
+                continue;
+            }
+        }
         out.extend_from_slice(h.line.slice(buf));
         out.extend_from_slice(b"\r\n");
     }
+    out.extend_from_slice(edits.extra);
     if rw.upgrade {
         out.extend_from_slice(b"Connection: upgrade\r\n");
     } else if !rw.keep_alive {

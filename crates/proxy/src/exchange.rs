@@ -6,6 +6,7 @@
 
 use crate::buf::IoBuf;
 use crate::io::{read_some, write_all_parts, IoFail};
+use crate::persist::{OnResponse, PersistRt};
 use crate::reply::{self, ReplyCtx, ReplyEnd};
 use crate::request::Outcome;
 use crate::respond::Refusal;
@@ -56,6 +57,7 @@ pub async fn run(
     body: &BodyScanner,
     mut server: TcpStream,
     srv: &ServerRt,
+    persist: Option<(&PersistRt, usize)>,
     outcome: &mut Outcome,
 ) -> Exchange {
     let Some(cbuf) = client.buf.as_mut() else { return Exchange::Failed(None) };
@@ -82,8 +84,14 @@ pub async fn run(
     cbuf.consume(first.consumed);
     outcome.bytes_in += first.consumed as u64;
 
-    let ctx = ReplyCtx::new(worker, snap, &scratch.req);
-    let Scratch { resp, resp_out, sbuf, .. } = scratch;
+    let mut ctx = ReplyCtx::new(worker, snap, &scratch.req);
+    if scratch.close_after {
+        ctx.close_client();
+    }
+    let Scratch { resp, resp_out, sbuf, persist: found, .. } = scratch;
+    if let Some((persist, index)) = persist {
+        ctx.with_persistence(OnResponse { persist, found, server: srv, index });
+    }
     let (mut cr, mut cw) = client.stream.split();
     let (mut sr, mut sw) = server.split();
     let reply = reply::forward(&mut sr, &mut cw, &ctx, resp, sbuf, resp_out, outcome);

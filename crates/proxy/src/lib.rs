@@ -8,15 +8,19 @@
 //!
 //! Layout, in request order: `worker` (threads, accept, admission) → `session` (client
 //! connection, idle wait, head reading) → `request` (route, pick, retries, log) →
-//! `upstream` (scheduler pick, maxconn queue, connect / pool) → `exchange` (request body
+//! `persist` (session persistence lookup and response edits) → `balancing` (scheduler
+//! pick, hash keys) → `upstream` (maxconn queue, connect / pool) → `exchange` (request body
 //! pump) → `reply` (response forwarding) → `tunnel` (upgrades). Support: `buf`, `io`,
-//! `pool`, `snapshot`, `stats`, `respond`, `access_log`, `switch`.
+//! `pool`, `prealloc` (connect ahead of the request), `snapshot`, `stats`, `respond`, `access_log`, `switch`.
 
 mod access_log;
+mod balancing;
 mod buf;
 mod exchange;
 mod io;
+mod persist;
 mod pool;
+mod prealloc;
 mod reply;
 mod request;
 mod respond;

@@ -41,6 +41,11 @@ impl Pools {
         None
     }
 
+    /// Whether an idle connection to `server` is pooled (it may since have been closed).
+    pub fn has_idle(&self, server: u64) -> bool {
+        self.idle.borrow().get(&server).is_some_and(|l| !l.is_empty())
+    }
+
     /// Keeps `stream` for reuse (dropped if the server's pool is full).
     pub fn put(&self, server: u64, stream: TcpStream) {
         let mut idle = self.idle.borrow_mut();

@@ -5,14 +5,15 @@
 
 use crate::buf::IoBuf;
 use crate::io::{read_some, write_all_parts, IoFail};
+use crate::persist::OnResponse;
 use crate::request::Outcome;
 use crate::respond::Refusal;
 use crate::snapshot::Snapshot;
 use crate::stats::{Counter, Stats};
 use crate::worker::Worker;
 use http1::{
-    write_response_head, BodyKind, BodyScanner, HeadLimits, Parse, RequestHead, ResponseHead,
-    ResponseRewrite, Version,
+    write_response_head, write_response_head_with, BodyKind, BodyScanner, HeadLimits, Parse, RequestHead,
+    ResponseEdits, ResponseHead, ResponseRewrite, SetCookieEdit, Version,
 };
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -47,6 +48,7 @@ pub struct ReplyCtx<'a> {
     client_version: Version,
     client_keep_alive: bool,
     upgrade_requested: bool,
+    persist: Option<OnResponse<'a>>,
 }
 
 impl<'a> ReplyCtx<'a> {
@@ -61,7 +63,19 @@ impl<'a> ReplyCtx<'a> {
             client_version: req.version,
             client_keep_alive: req.keep_alive && !worker.shutting_down(),
             upgrade_requested: req.upgrade,
+            persist: None,
         }
+    }
+
+    /// The group's session persistence sees (and may edit) the response head.
+    pub fn with_persistence(&mut self, persist: OnResponse<'a>) {
+        self.persist = Some(persist);
+    }
+
+    /// The client connection closes after this response (`Connection: close`), whatever
+    /// the request asked.
+    pub fn close_client(&mut self) {
+        self.client_keep_alive = false;
     }
 }
 
@@ -96,7 +110,7 @@ where
         dechunk,
     };
     out.clear();
-    write_response_head(sbuf.filled(), resp, &rw, out);
+    write_head(ctx, sbuf.filled(), resp, &rw, out);
     sbuf.consume(resp.head_len);
     match forward_body(sr, cw, ctx, resp.body, dechunk, sbuf, out, outcome).await {
         Ok(()) => {
@@ -105,6 +119,20 @@ where
         }
         Err(()) => ReplyEnd::Failed(None),
     }
+}
+
+/// Writes the response head for the client, with the persistence edits when the group has
+/// persistence.
+fn write_head(ctx: &ReplyCtx<'_>, head: &[u8], resp: &ResponseHead, rw: &ResponseRewrite, out: &mut Vec<u8>) {
+    let Some(persist) = &ctx.persist else {
+        write_response_head(head, resp, rw, out);
+        return;
+    };
+    let mut extra = Vec::new();
+    persist.extra(head, resp, &mut extra);
+    let edit = |value: &[u8], out: &mut Vec<u8>| persist.set_cookie(value, out);
+    let set_cookie: Option<SetCookieEdit> = persist.edits_set_cookie().then_some(&edit);
+    write_response_head_with(head, resp, rw, &ResponseEdits { set_cookie, extra: &extra }, out);
 }
 
 /// Reads heads until a final (non-1xx or 101) one; interim ones go to HTTP/1.1 clients.

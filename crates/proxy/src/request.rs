@@ -4,7 +4,9 @@
 //! server never answered is sent again only when that is safe.
 
 use crate::access_log::Record;
+use crate::balancing;
 use crate::exchange::{self, Exchange};
+use crate::persist;
 use crate::respond::{write_redirect, write_refusal, Refusal};
 use crate::route::{self, Route};
 use crate::session::{read_head, Client, HeadFail, Scratch};
@@ -13,6 +15,7 @@ use crate::stats::Counter;
 use crate::sticky::Target;
 use crate::upstream::{self, ActiveGuard, Tried};
 use crate::worker::Worker;
+use config::ConnectionPersistence;
 use http1::{write_request_head, BodyKind, BodyScanner, RequestRewrite};
 use rules::Sticky;
 use std::time::Duration;
@@ -109,6 +112,11 @@ async fn route_and_forward(
     match route {
         Route::Forward { group, prefer, sticky } => {
             outcome.group = Some(group);
+            take_hash_key(snap, group, client, scratch);
+            let prefer = prefer.or_else(|| persistence_lookup(worker, snap, group, client, scratch));
+            if snap.listeners[listener].connection_persistence == ConnectionPersistence::Redirect {
+                keep_target_for_redirect(client, scratch);
+            }
             prepare_forwarded_head(&snap.listeners[listener], client, scratch, outcome);
             let dispatch = Dispatch { listener, group, prefer, sticky };
             forward_with_retries(worker, snap, &dispatch, client, scratch, &body, outcome).await
@@ -137,6 +145,18 @@ async fn redirect(
     if let Some(buf) = client.buf.as_mut() {
         buf.consume(scratch.req.head_len);
     }
+    send_redirect(worker, client, scratch, status, keep, outcome).await
+}
+
+/// Writes a redirect to `scratch.location`; true when the connection stays open.
+async fn send_redirect(
+    worker: &Worker,
+    client: &mut Client,
+    scratch: &mut Scratch,
+    status: u16,
+    keep: bool,
+    outcome: &mut Outcome,
+) -> bool {
     scratch.resp_out.clear();
     write_redirect(status, &scratch.location, keep, &mut scratch.resp_out);
     let deadline = Instant::now() + snap_client_io(worker);
@@ -144,6 +164,84 @@ async fn redirect(
     outcome.status = status;
     outcome.bytes_out += scratch.resp_out.len() as u64;
     ok && keep
+}
+
+/// Copies the request's hash key into `scratch.key` when the group's scheduler reads one
+/// (before the head's bytes are consumed).
+fn take_hash_key(snap: &Snapshot, group: usize, client: &Client, scratch: &mut Scratch) {
+    let g = snap.group(group);
+    scratch.has_key = false;
+    let (Some(buf), true) = (client.buf.as_ref(), g.scheduler.uses_key()) else { return };
+    scratch.has_key =
+        balancing::extract_key(&g.hash_key, buf.filled(), &scratch.req, client.peer, &mut scratch.key);
+}
+
+/// Phase "persistence lookup": the server the client's session is on, per the group's
+/// `persistence` (a rule's stickiness, found before, wins).
+fn persistence_lookup(
+    worker: &Worker,
+    snap: &Snapshot,
+    group: usize,
+    client: &Client,
+    scratch: &mut Scratch,
+) -> Option<u64> {
+    let g = snap.group(group);
+    let p = g.persistence.as_deref()?;
+    let buf = client.buf.as_ref()?;
+    let found = persist::on_request(
+        p,
+        g,
+        buf.filled(),
+        &scratch.req,
+        client.peer,
+        &mut scratch.persist,
+        &mut scratch.set_headers,
+    );
+    if found.is_some() {
+        worker.shared.stats.inc(Counter::PersistenceHits);
+    }
+    found
+}
+
+/// Copies the request-target into `scratch.location`: the URL a change of server under
+/// `connection_persistence = "redirect"` sends the client back to.
+fn keep_target_for_redirect(client: &Client, scratch: &mut Scratch) {
+    let Some(buf) = client.buf.as_ref() else { return };
+    scratch.location.clear();
+    scratch.location.push_str(&String::from_utf8_lossy(scratch.req.target.slice(buf.filled())));
+}
+
+/// Connection persistence (seed 001 Table 1) when this request would go to another server
+/// than the previous one on the connection: `None` to go on (under `close`, after marking
+/// the connection to close with this response), or the redirect's keep-alive result.
+async fn on_server_change(
+    worker: &Worker,
+    snap: &Snapshot,
+    d: &Dispatch,
+    client: &mut Client,
+    scratch: &mut Scratch,
+    server: u64,
+    outcome: &mut Outcome,
+) -> Option<bool> {
+    let changed = client.last_server.is_some_and(|last| last != server);
+    if !changed {
+        return None;
+    }
+    match snap.listeners[d.listener].connection_persistence {
+        ConnectionPersistence::PerRequest => None,
+        ConnectionPersistence::Close => {
+            worker.shared.stats.inc(Counter::ServerChangeCloses);
+            scratch.close_after = true;
+            None
+        }
+        ConnectionPersistence::Redirect => {
+            worker.shared.stats.inc(Counter::ServerChangeRedirects);
+            // 302 as the switches of the paper answered; 307 for other methods, so a
+            // POST is repeated as a POST with its body.
+            let status = if scratch.req.idempotent && scratch.req.body == BodyKind::None { 302 } else { 307 };
+            Some(send_redirect(worker, client, scratch, status, false, outcome).await)
+        }
+    }
 }
 
 fn snap_client_io(worker: &Worker) -> Duration {
@@ -194,7 +292,8 @@ async fn forward_with_retries(
     loop {
         let preferred = d.prefer.and_then(|id| group.servers.iter().position(|s| s.id == id));
         let pick = preferred.filter(|i| !tried.contains(*i));
-        let Some(index) = pick.or_else(|| upstream::pick(worker, snap, d.group, &tried)) else {
+        let key = scratch.has_key.then_some(scratch.key.as_slice());
+        let Some(index) = pick.or_else(|| balancing::pick(worker, snap, d.group, &tried, key)) else {
             if attempts == 0 {
                 stats.inc(Counter::NoServer);
             }
@@ -202,12 +301,15 @@ async fn forward_with_retries(
         };
         let server = &group.servers[index];
         outcome.server = Some(index);
+        if let Some(keep) = on_server_change(worker, snap, d, client, scratch, server.id, outcome).await {
+            return keep;
+        }
         let _slot = match upstream::acquire_slot(server, snap, stats).await {
             Ok(slot) => slot,
             Err(r) => return refuse(worker, client, scratch, r, outcome).await,
         };
         let _active = ActiveGuard::new(server);
-        let (stream, reused) = match upstream::connect(worker, snap, server).await {
+        let (stream, reused) = match upstream::connect(worker, snap, server, &mut client.prealloc).await {
             Ok(pair) => pair,
             Err(r) => {
                 tracing::warn!(server = %server.name, addr = %server.addr, reason = r.reason, "server connect failed");
@@ -221,10 +323,18 @@ async fn forward_with_retries(
                 continue;
             }
         };
-        match exchange::run(worker, snap, client, scratch, body, stream, server, outcome).await {
+        let persistence = group.persistence.as_deref().map(|p| (p, index));
+        match exchange::run(worker, snap, client, scratch, body, stream, server, persistence, outcome).await {
             Exchange::Done { keep_client } => {
+                client.last_server = Some(server.id);
+                if snap.listeners[d.listener].preallocate {
+                    worker.shared.last_server.record(client.peer.ip(), server.id);
+                }
+                if let Some(p) = group.persistence.as_deref() {
+                    persist::remember(p, &scratch.persist, server.id, client.peer);
+                }
                 let target = Target { group: d.group, server: server.id };
-                route::remember(worker, snap, d.listener, client, d.sticky, target);
+                route::remember(worker, d.listener, client, d.sticky, target);
                 return keep_client;
             }
             Exchange::Failed(None) => return false,

@@ -56,9 +56,9 @@ pub async fn decide(
         return Route::Forward { group: l.default_group, prefer: None, sticky: Sticky::Off };
     };
     let now = std::time::Instant::now();
-    if let Some(t) = worker.shared.sticky_ip.get(listener, client.peer.ip(), now) {
-        if snap.has_server(t.group, t.server) {
-            return Route::Forward { group: t.group, prefer: Some(t.server), sticky: Sticky::Off };
+    if let Some(server) = worker.shared.sticky_ip.get(listener, client.peer.ip(), now) {
+        if let Some(group) = snap.group_of(server) {
+            return Route::Forward { group, prefer: Some(server), sticky: Sticky::Off };
         }
         // Its server left the group in a reload: match the rules again.
         worker.shared.sticky_ip.remove(listener, client.peer.ip());
@@ -239,19 +239,11 @@ impl rules::Request for HeadView<'_> {
 }
 
 /// Records stickiness for the server a sticky route ended on.
-pub fn remember(
-    worker: &Worker,
-    snap: &Snapshot,
-    listener: usize,
-    client: &mut Client,
-    sticky: Sticky,
-    target: Target,
-) {
+pub fn remember(worker: &Worker, listener: usize, client: &mut Client, sticky: Sticky, target: Target) {
     match sticky {
         Sticky::IpPort => client.sticky = Some(target),
         Sticky::Ip => {
-            let expires = std::time::Instant::now() + snap.config.timeouts.sticky_ip;
-            worker.shared.sticky_ip.put(listener, client.peer.ip(), target, expires);
+            worker.shared.sticky_ip.put(listener, client.peer.ip(), target.server, std::time::Instant::now());
         }
         Sticky::Off => {}
     }

@@ -45,6 +45,15 @@ pub struct Scratch {
     pub payload: Vec<u8>,
     /// The whole body is in `held` (or there is none): the request can be replayed.
     pub body_complete: bool,
+    /// The request's hash key for the group's scheduler (valid when `has_key`).
+    pub key: Vec<u8>,
+    /// Whether `key` holds this request's key.
+    pub has_key: bool,
+    /// What the group's session persistence found in the request.
+    pub persist: crate::persist::PersistScratch,
+    /// The client connection closes after this response (`connection_persistence = "close"`
+    /// and the request changed server).
+    pub close_after: bool,
 }
 
 impl Scratch {
@@ -61,6 +70,9 @@ impl Scratch {
         self.held.clear();
         self.payload.clear();
         self.body_complete = false;
+        self.has_key = false;
+        self.close_after = false;
+        self.persist.reset();
     }
 }
 
@@ -74,6 +86,10 @@ pub struct Client {
     pub buf: Option<IoBuf>,
     /// Server this connection is pinned to by a `STICKY_IP_PORT` rule.
     pub sticky: Option<crate::sticky::Target>,
+    /// Server (id) the previous request on this connection went to.
+    pub last_server: Option<u64>,
+    /// A server connection started at accept (`preallocate`), not yet used.
+    pub prealloc: Option<Box<crate::prealloc::Prealloc>>,
 }
 
 impl Client {
@@ -118,7 +134,8 @@ impl Drop for BusyGuard<'_> {
 /// Serves one client connection to its end.
 pub async fn serve(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, listener: usize) {
     let _conn = ConnGuard(&worker);
-    let mut client = Client { stream, peer, buf: None, sticky: None };
+    let prealloc = crate::prealloc::start(&worker, &worker.shared.snapshot.load(), listener, peer);
+    let mut client = Client { stream, peer, buf: None, sticky: None, last_server: None, prealloc };
     while wait_for_request(&worker, &mut client).await {
         // Boxed: the request phases hold far more state than an idle connection needs, and
         // an unboxed future would reserve that space in every idle keep-alive connection.
@@ -170,6 +187,10 @@ fn take_scratch(worker: &Worker) -> Scratch {
         held: Vec::new(),
         payload: Vec::new(),
         body_complete: false,
+        key: Vec::new(),
+        has_key: false,
+        close_after: false,
+        persist: Default::default(),
     })
 }
 

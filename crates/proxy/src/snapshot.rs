@@ -6,12 +6,15 @@
 //! from the previous snapshot when a server keeps its group, name and address, so counters
 //! and pooled connections survive reloads.
 
-use balance::SchedulerKind;
+use crate::balancing::{shared_slot, SchedSlot};
+use crate::persist::PersistRt;
+use balance::{Params, SchedulerKind};
 use config::Config;
+use config::{ConnectionPersistence, HashKey};
 use http1::HeadLimits;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 
 /// One server as the data path sees it.
@@ -30,7 +33,10 @@ pub struct ServerRt {
     pub queued: AtomicUsize,
     /// `maxconn` slots; `None` = unlimited.
     pub slots: Option<Arc<Semaphore>>,
-    maxconn: u32,
+    /// `maxconn` (0 = unlimited).
+    pub maxconn: u32,
+    /// Token naming this server in persistence cookies.
+    pub cookie: String,
 }
 
 /// One group as the data path sees it.
@@ -39,6 +45,14 @@ pub struct GroupRt {
     pub name: String,
     /// Scheduler used when no rule picks a server.
     pub scheduler: SchedulerKind,
+    /// Its tunables.
+    pub params: Params,
+    /// What keyed schedulers read from a request.
+    pub hash_key: HashKey,
+    /// The one scheduler instance all workers share, for schedulers that learn a table.
+    pub shared: Option<Arc<Mutex<SchedSlot>>>,
+    /// Session persistence, if configured.
+    pub persistence: Option<Arc<PersistRt>>,
     /// Servers in config order.
     pub servers: Vec<Arc<ServerRt>>,
 }
@@ -55,6 +69,10 @@ pub struct ListenerRt {
     pub x_forwarded_proto: bool,
     /// Compiled rules, if the listener has a rule file.
     pub rules: Option<Arc<rules::RuleSet>>,
+    /// What a change of server on a keep-alive connection does.
+    pub connection_persistence: ConnectionPersistence,
+    /// Open a connection to the client address's last server while its request is read.
+    pub preallocate: bool,
 }
 
 /// The whole runtime view of one config generation.
@@ -86,7 +104,7 @@ impl Snapshot {
     ) -> Snapshot {
         rules.resize(config.listeners.len(), None);
         let groups: Vec<Arc<GroupRt>> =
-            config.groups.iter().map(|g| Arc::new(build_group(g, previous))).collect();
+            config.groups.iter().map(|g| Arc::new(build_group(g, previous, generation))).collect();
         let listeners = config
             .listeners
             .iter()
@@ -98,6 +116,8 @@ impl Snapshot {
                 x_forwarded_for: l.x_forwarded_for,
                 x_forwarded_proto: l.x_forwarded_proto,
                 rules,
+                connection_persistence: l.connection_persistence,
+                preallocate: l.preallocate,
             })
             .collect();
         let limits = &config.limits;
@@ -112,6 +132,11 @@ impl Snapshot {
         &self.groups[index]
     }
 
+    /// The group holding the server with this id (ids are unique across groups).
+    pub fn group_of(&self, id: u64) -> Option<usize> {
+        self.groups.iter().position(|g| g.servers.iter().any(|s| s.id == id))
+    }
+
     /// Whether group `group` still has the server with this id (sticky entries outlive
     /// reloads and must be checked).
     pub fn has_server(&self, group: usize, id: u64) -> bool {
@@ -119,14 +144,16 @@ impl Snapshot {
     }
 }
 
-fn build_group(group: &config::Group, previous: Option<&Snapshot>) -> GroupRt {
+fn build_group(group: &config::Group, previous: Option<&Snapshot>, generation: u64) -> GroupRt {
     let old = previous.and_then(|p| p.groups.iter().find(|g| g.name == group.name));
     let servers = group
         .servers
         .iter()
         .map(|s| {
             let kept = old.and_then(|g| {
-                g.servers.iter().find(|o| o.name == s.name && o.addr == s.addr && o.maxconn == s.maxconn)
+                g.servers.iter().find(|o| {
+                    o.name == s.name && o.addr == s.addr && o.maxconn == s.maxconn && o.cookie == s.cookie
+                })
             });
             match kept {
                 Some(rt) => {
@@ -137,7 +164,19 @@ fn build_group(group: &config::Group, previous: Option<&Snapshot>) -> GroupRt {
             }
         })
         .collect();
-    GroupRt { name: group.name.clone(), scheduler: group.scheduler, servers }
+    let mut rt = GroupRt {
+        name: group.name.clone(),
+        scheduler: group.scheduler,
+        params: group.params.clone(),
+        hash_key: group.hash_key.clone(),
+        shared: None,
+        persistence: None,
+        servers,
+    };
+    rt.shared = shared_slot(&rt, old.map(|g| &**g), generation);
+    let previous = old.and_then(|g| g.persistence.as_ref());
+    rt.persistence = group.persistence.as_ref().map(|p| PersistRt::build(p, previous, &rt));
+    rt
 }
 
 fn new_server(s: &config::Server) -> ServerRt {
@@ -150,5 +189,6 @@ fn new_server(s: &config::Server) -> ServerRt {
         queued: AtomicUsize::new(0),
         slots: (s.maxconn > 0).then(|| Arc::new(Semaphore::new(s.maxconn as usize))),
         maxconn: s.maxconn,
+        cookie: s.cookie.clone(),
     }
 }

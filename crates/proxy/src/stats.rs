@@ -63,9 +63,19 @@ pub enum Counter {
     RuleDropped,
     /// Requests answered by a rule's `redirect()`.
     RuleRedirects,
+    /// Client connections closed after a change of server (`connection_persistence = "close"`).
+    ServerChangeCloses,
+    /// Requests answered 302/307 on a change of server (`connection_persistence = "redirect"`).
+    ServerChangeRedirects,
+    /// Requests sent where a persistence entry (cookie, stick table) said.
+    PersistenceHits,
+    /// Server connections opened ahead of the request (`preallocate`).
+    Preallocated,
+    /// Requests that went to the pre-allocated server's connection.
+    PreallocatedUsed,
 }
 
-const COUNTERS: usize = Counter::RuleRedirects as usize + 1;
+const COUNTERS: usize = Counter::PreallocatedUsed as usize + 1;
 
 impl Counter {
     /// Stable snake_case label.
@@ -100,14 +110,24 @@ impl Counter {
             RuleDenied => "rule_denied",
             RuleDropped => "rule_dropped",
             RuleRedirects => "rule_redirects",
+            ServerChangeCloses => "server_change_closes",
+            ServerChangeRedirects => "server_change_redirects",
+            PersistenceHits => "persistence_hits",
+            Preallocated => "preallocated",
+            PreallocatedUsed => "preallocated_used",
         }
     }
 }
 
 /// All counters.
-#[derive(Default)]
 pub struct Stats {
     counts: [AtomicU64; COUNTERS],
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats { counts: std::array::from_fn(|_| AtomicU64::new(0)) }
+    }
 }
 
 impl Stats {

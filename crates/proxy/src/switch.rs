@@ -81,13 +81,15 @@ impl Switch {
         let workers = worker_count(&config);
         let (addrs, sockets) = bind_all(&config, workers)?;
         let sinks = (0..workers).map(|_| open_sink(&config)).collect::<io::Result<Vec<_>>>()?;
+        let sticky_lifetime = config.timeouts.sticky_ip;
         let shared = Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(Snapshot::build(config, rules, None, 0)),
             stats: Stats::default(),
             client_conns: AtomicUsize::new(0),
             shutting_down: AtomicBool::new(false),
             shutdown_notify: tokio::sync::Notify::new(),
-            sticky_ip: Default::default(),
+            sticky_ip: crate::sticky::StickyIp::new(sticky_lifetime),
+            last_server: Default::default(),
         });
         let mut threads = Vec::with_capacity(workers);
         for (i, (listeners, sink)) in sockets.into_iter().zip(sinks).enumerate() {
@@ -129,6 +131,8 @@ impl Switch {
         })?;
         let generation = current.generation + 1;
         let next = Snapshot::build(config, rules, Some(&current), generation);
+        let lifetime = next.config.timeouts.sticky_ip;
+        self.shared.sticky_ip.reconfigure(lifetime, |id| next.group_of(id).is_some());
         self.shared.snapshot.store(Arc::new(next));
         self.shared.stats.inc(Counter::Reloads);
         Ok(generation)

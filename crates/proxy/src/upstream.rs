@@ -1,11 +1,11 @@
 //! Choosing and reaching a server: the scheduler pick over live load counters, the
 //! per-server `maxconn` slots with their bounded queue, and connect-or-reuse.
 
+use crate::prealloc::Prealloc;
 use crate::respond::Refusal;
 use crate::snapshot::{ServerRt, Snapshot};
 use crate::stats::{Counter, Stats};
 use crate::worker::Worker;
-use balance::Candidate;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::net::TcpStream;
@@ -26,27 +26,6 @@ impl Tried {
     pub fn contains(&self, i: usize) -> bool {
         self.0 & (1u128 << (i % 128)) != 0
     }
-}
-
-/// Phase "pick": the group's scheduler over the servers not yet tried.
-pub fn pick(worker: &Worker, snap: &Snapshot, group: usize, tried: &Tried) -> Option<usize> {
-    let mut scheds = worker.schedulers.borrow_mut();
-    if scheds.0 != snap.generation {
-        // A reload replaced the groups: fresh scheduler state for the new generation.
-        scheds.1 = snap.groups.iter().map(|g| g.scheduler.build()).collect();
-        scheds.0 = snap.generation;
-    }
-    let mut cands = worker.candidates.borrow_mut();
-    cands.clear();
-    for (i, s) in snap.group(group).servers.iter().enumerate() {
-        let weight = s.weight.load(Ordering::Relaxed);
-        cands.push(Candidate {
-            weight,
-            active: s.active.load(Ordering::Relaxed),
-            usable: weight > 0 && !tried.contains(i),
-        });
-    }
-    scheds.1.get_mut(group)?.pick(&cands)
 }
 
 /// Counts a request as in flight on a server while it lives (lc / wlc read the count).
@@ -103,11 +82,18 @@ pub async fn connect(
     worker: &Worker,
     snap: &Snapshot,
     server: &ServerRt,
+    prealloc: &mut Option<Box<Prealloc>>,
 ) -> Result<(TcpStream, bool), Refusal> {
     let stats = &worker.shared.stats;
     if let Some(stream) = worker.pools.take(server.id) {
         stats.inc(Counter::PoolReuse);
         return Ok((stream, true));
+    }
+    if let Some(early) = prealloc.take_if(|p| p.server == server.id) {
+        if let Some(stream) = early.finish(snap.config.timeouts.server_connect).await {
+            stats.inc(Counter::PreallocatedUsed);
+            return Ok((stream, false));
+        }
     }
     stats.inc(Counter::ServerConnects);
     let timeout = snap.config.timeouts.server_connect;

@@ -3,13 +3,14 @@
 //! shared with other workers except [`Shared`] (snapshot, counters, shutdown).
 
 use crate::access_log::{AccessLog, Sink};
+use crate::balancing::WorkerSchedulers;
 use crate::buf::BufPool;
 use crate::pool::Pools;
 use crate::session;
 use crate::snapshot::Snapshot;
 use crate::stats::{Counter, Stats};
 use arc_swap::ArcSwap;
-use balance::{Candidate, Scheduler};
+use balance::Candidate;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -32,6 +33,8 @@ pub struct Shared {
     pub shutdown_notify: Notify,
     /// Client addresses a `STICKY_IP` rule pinned to a server.
     pub sticky_ip: crate::sticky::StickyIp,
+    /// The last server each client address used (pre-allocation).
+    pub last_server: crate::prealloc::LastServer,
 }
 
 /// Per-worker state; lives in an `Rc` on the worker's thread.
@@ -44,8 +47,8 @@ pub struct Worker {
     pub bufs: BufPool,
     /// Per-request scratch space (heads, output buffer, server buffer).
     pub scratch: RefCell<Vec<session::Scratch>>,
-    /// Scheduler per group, for the snapshot generation in `.0`.
-    pub schedulers: RefCell<(u64, Vec<Box<dyn Scheduler>>)>,
+    /// Scheduler per group (those not shared between workers).
+    pub schedulers: RefCell<WorkerSchedulers>,
     /// Reused candidate list for picks.
     pub candidates: RefCell<Vec<Candidate>>,
     /// Access log (used when the snapshot says it is enabled).
@@ -70,7 +73,7 @@ impl Worker {
             pools: Pools::new(limits.pool_idle_per_server),
             bufs: BufPool::new(buf_size, 16),
             scratch: RefCell::new(Vec::new()),
-            schedulers: RefCell::new((u64::MAX, Vec::new())),
+            schedulers: RefCell::new(WorkerSchedulers::default()),
             candidates: RefCell::new(Vec::new()),
             log: AccessLog::new(sink),
             eval: RefCell::new(rules::EvalState::new()),

@@ -16,7 +16,7 @@
 //! `"<name> <METHOD> <path>\n"`; `/index.html`, `/img/a.gif`, `/cgi/xmlprocess.pl` (the
 //! demo's pages); `/echo` (request body back); `/headers` (raw request head back);
 //! `/chunked` (three chunks and a trailer); `/close` (close-delimited body);
-//! `/status/NNN`; `/slow/MS`; `/big/N` (N bytes of [`big_byte`]s, streamed); `/sink`
+//! `/status/NNN`; `/login/NAME` (sets cookie `NAME=<origin>-session`); `/slow/MS`; `/big/N` (N bytes of [`big_byte`]s, streamed); `/sink`
 //! (counts the body); `/malformed` (a bad `Content-Length`); `/reset` (RST, no response);
 //! `/ws` (WebSocket echo).
 

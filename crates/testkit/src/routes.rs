@@ -61,6 +61,12 @@ pub(crate) async fn respond(
             Ok(n) => big(w, name, req, keep_alive, n).await,
             Err(_) => send(w, name, req, keep_alive, bad("bad size")).await,
         },
+        _ if path.starts_with("/login/") => {
+            // A session cookie named by the path, valued after this origin: what an
+            // application server sets at login (persistence tests read it back).
+            let cookie = format!("Set-Cookie: {}={name}-session; Path=/\r\n", &path["/login/".len()..]);
+            send_with(w, name, req, keep_alive, default(name, req), &cookie).await
+        }
         _ if path.starts_with("/slow/") => match path["/slow/".len()..].parse() {
             Ok(ms) => {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -161,7 +167,20 @@ async fn send(
     keep_alive: bool,
     reply: Reply,
 ) -> io::Result<Next> {
+    send_with(w, name, req, keep_alive, reply, "").await
+}
+
+/// [`send`] with extra header lines (each ending in CRLF).
+async fn send_with(
+    w: &mut Wire<'_>,
+    name: &str,
+    req: &SeenRequest,
+    keep_alive: bool,
+    reply: Reply,
+    extra_headers: &str,
+) -> io::Result<Next> {
     let mut out = head(reply.status, name, req, keep_alive);
+    out.push_str(extra_headers);
     let bodiless = matches!(reply.status, 204 | 304);
     if !bodiless {
         out.push_str(&format!(

@@ -1,0 +1,122 @@
+//! `cswitch simulate`: replays a URL trace through the schedulers (crate `cswitch-sim`)
+//! and prints seed 002's tables, computed: imbalance, hit ratio, disk bytes, keys moved.
+
+use anyhow::Context;
+use std::path::PathBuf;
+
+/// Arguments of `cswitch simulate`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// A SURGE workload directory (or its surge-requests.txt), a plain file of
+    /// `URL [size]` lines, or zipf:N_OBJECTS:N_REQUESTS[:ALPHA].
+    #[arg(long)]
+    trace: String,
+    /// Server counts: a range (`1..16`, inclusive), a list (`1,2,4,8,16`), or both.
+    #[arg(long, default_value = "1,2,4,8,16")]
+    servers: String,
+    /// LRU cache per server in MiB; a list (`4,16`) gives one set of cache tables each.
+    #[arg(long, default_value = "16")]
+    cache_mb: String,
+    /// `default` (keyed kinds, consistent+bl125, and rr, wrr, lc, p2c), `all`, or a
+    /// comma list of scheduler names and consistent+bl<N>.
+    #[arg(long, default_value = "default")]
+    algorithms: String,
+    /// Requests in flight per server in the load model (the last N × this requests).
+    #[arg(long, default_value_t = sim::DEFAULT_INFLIGHT_PER_SERVER)]
+    inflight: u32,
+    /// Also write every row as CSV to this file.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+}
+
+/// Runs the simulation and prints the tables.
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let opts = sim::Options {
+        servers: parse_servers(&args.servers).map_err(anyhow::Error::msg).context("--servers")?,
+        cache_bytes: parse_cache(&args.cache_mb).map_err(anyhow::Error::msg).context("--cache-mb")?,
+        algorithms: sim::Algo::parse_list(&args.algorithms)
+            .map_err(anyhow::Error::msg)
+            .context("--algorithms")?,
+        inflight_per_server: args.inflight,
+    };
+    let trace = sim::Trace::load(&args.trace)?;
+    let rows =
+        sim::simulate(&trace, &opts, &mut |algo, n| eprintln!("simulate: {} on {n} server(s)", algo.label));
+    print!("{}", sim::report::text(&trace, &opts, &rows));
+    if let Some(path) = &args.csv {
+        std::fs::write(path, sim::report::csv(&trace, &rows))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Largest server count accepted: the grid is algorithms × counts replays.
+const MAX_SERVERS: usize = 1024;
+
+/// `1..16`, `1,2,4,8,16`, `1..4,8`: inclusive ranges and single counts, in order given,
+/// duplicates dropped.
+fn parse_servers(spec: &str) -> Result<Vec<usize>, String> {
+    let mut out = Vec::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (lo, hi) = match part.split_once("..") {
+            Some((lo, hi)) => (count(lo)?, count(hi.trim_start_matches('='))?),
+            None => (count(part)?, count(part)?),
+        };
+        if lo > hi {
+            return Err(format!("`{part}`: empty range"));
+        }
+        out.extend((lo..=hi).filter(|n| !out.contains(n)).collect::<Vec<_>>());
+    }
+    if out.is_empty() {
+        return Err("no server count".into());
+    }
+    Ok(out)
+}
+
+fn count(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_SERVERS).contains(&n) => Ok(n),
+        _ => Err(format!("`{s}`: expected a server count from 1 to {MAX_SERVERS}")),
+    }
+}
+
+/// `16` or `4,16` (MiB, fractions allowed) → bytes.
+fn parse_cache(spec: &str) -> Result<Vec<u64>, String> {
+    let sizes: Vec<u64> = spec
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.parse::<f64>() {
+            Ok(m) if m >= 0.0 && m.is_finite() && m < 1e9 => Ok((m * 1024.0 * 1024.0).round() as u64),
+            _ => Err(format!("`{p}`: expected a size in MiB")),
+        })
+        .collect::<Result<_, _>>()?;
+    if sizes.is_empty() {
+        return Err("no cache size".into());
+    }
+    Ok(sizes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_counts() {
+        assert_eq!(parse_servers("1..16").unwrap(), (1..=16).collect::<Vec<_>>());
+        assert_eq!(parse_servers("1,2,4,8,16").unwrap(), [1, 2, 4, 8, 16]);
+        assert_eq!(parse_servers("1..=3, 8, 2").unwrap(), [1, 2, 3, 8]);
+        assert!(parse_servers("0..4").is_err());
+        assert!(parse_servers("4..2").is_err());
+        assert!(parse_servers("x").is_err());
+        assert!(parse_servers("").is_err());
+    }
+
+    #[test]
+    fn cache_sizes() {
+        assert_eq!(parse_cache("16").unwrap(), [16 << 20]);
+        assert_eq!(parse_cache("0.5,4").unwrap(), [1 << 19, 4 << 20]);
+        assert!(parse_cache("-1").is_err());
+        assert!(parse_cache("big").is_err());
+    }
+}
