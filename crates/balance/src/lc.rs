@@ -26,7 +26,21 @@ impl Scheduler for LeastConnections {
     fn rebuild(&mut self, _: &[Member<'_>]) {}
 
     fn pick(&mut self, servers: &[Candidate], _key: Option<&[u8]>) -> Option<usize> {
-        pick_least(servers, &mut self.next, |a, b| a.active.cmp(&b.active))
+        // One integer per server — (active, distance from the cursor) — and its minimum:
+        // no data-dependent branch, which the generic scan's comparator would cost here.
+        let n = servers.len();
+        let start = self.next % n.max(1);
+        let (_, best) = servers
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| eligible(c))
+            .map(|(i, c)| {
+                let distance = if i >= start { i - start } else { i + n - start };
+                ((u64::from(c.active) << 32) | distance as u64, i)
+            })
+            .min()?;
+        self.next = best + 1;
+        Some(best)
     }
 }
 
