@@ -259,3 +259,24 @@ async fn a_preallocated_connection_to_another_server_costs_the_request_nothing()
     assert_eq!(stats.get(proxy::Counter::Preallocated), 1);
     assert_eq!(stats.get(proxy::Counter::PreallocatedUsed), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_learned_table_survives_a_reload_that_adds_a_server() {
+    // htrr assigns keys on first sight and never moves them: after the reload adds s4, every
+    // URL seen before stays where it was (the table followed the servers by name), and new
+    // URLs may reach s4.
+    let r = rig(4, 2, "scheduler = \"htrr\"").await;
+    let first_three = text(&r.origins[..3], 2, "scheduler = \"htrr\"");
+    r.switch.reload(config::parse(&first_three, Path::new("t.toml")).unwrap()).unwrap();
+    let before = placement(r.addr).await;
+    let all = text(&r.origins, 2, "scheduler = \"htrr\"");
+    r.switch.reload(config::parse(&all, Path::new("t.toml")).unwrap()).unwrap();
+    for (url, server) in &before {
+        assert_eq!(&who(r.addr, &get(url, "")).await, server, "{url} moved");
+    }
+    let mut fresh = HashSet::new();
+    for i in 0..12 {
+        fresh.insert(who(r.addr, &get(&format!("/new/{i}"), "")).await);
+    }
+    assert!(fresh.contains("s4"), "new keys never reached the new server: {fresh:?}");
+}
