@@ -56,7 +56,7 @@ enum State {
 /// Starts a connection to the last server of `peer`'s address, when the listener asks for
 /// it, the address is known, its server is still configured and this worker has no idle
 /// connection to it already.
-pub fn start(worker: &Worker, snap: &Snapshot, listener: usize, peer: SocketAddr) -> Option<Box<Prealloc>> {
+pub fn start(worker: &Worker, snap: &Snapshot, listener: usize, peer: SocketAddr) -> Option<Prealloc> {
     if !snap.listeners[listener].preallocate {
         return None;
     }
@@ -72,7 +72,7 @@ pub fn start(worker: &Worker, snap: &Snapshot, listener: usize, peer: SocketAddr
         Poll::Pending => State::Connecting(connecting),
     };
     worker.shared.stats.inc(Counter::Preallocated);
-    Some(Box::new(Prealloc { server, state }))
+    Some(Prealloc { server, state })
 }
 
 impl Prealloc {

@@ -223,7 +223,7 @@ async fn on_server_change(
     server: u64,
     outcome: &mut Outcome,
 ) -> Option<bool> {
-    let changed = client.last_server.is_some_and(|last| last != server);
+    let changed = client.last_server().is_some_and(|last| last != server);
     if !changed {
         return None;
     }
@@ -309,7 +309,9 @@ async fn forward_with_retries(
             Err(r) => return refuse(worker, client, scratch, r, outcome).await,
         };
         let _active = ActiveGuard::new(server);
-        let (stream, reused) = match upstream::connect(worker, snap, server, &mut client.prealloc).await {
+        let (stream, reused) = match upstream::connect(worker, snap, server, client.take_prealloc(server.id))
+            .await
+        {
             Ok(pair) => pair,
             Err(r) => {
                 tracing::warn!(server = %server.name, addr = %server.addr, reason = r.reason, "server connect failed");
@@ -326,8 +328,11 @@ async fn forward_with_retries(
         let persistence = group.persistence.as_deref().map(|p| (p, index));
         match exchange::run(worker, snap, client, scratch, body, stream, server, persistence, outcome).await {
             Exchange::Done { keep_client } => {
-                client.last_server = Some(server.id);
-                if snap.listeners[d.listener].preallocate {
+                let l = &snap.listeners[d.listener];
+                if l.connection_persistence != ConnectionPersistence::PerRequest {
+                    client.pins_mut().last_server = Some(server.id);
+                }
+                if l.preallocate {
                     worker.shared.last_server.record(client.peer.ip(), server.id);
                 }
                 if let Some(p) = group.persistence.as_deref() {

@@ -49,7 +49,7 @@ pub async fn decide(
     scanner: &mut BodyScanner,
 ) -> Route {
     let l = &snap.listeners[listener];
-    if let Some(t) = client.sticky.filter(|t| snap.has_server(t.group, t.server)) {
+    if let Some(t) = client.sticky().filter(|t| snap.has_server(t.group, t.server)) {
         return Route::Forward { group: t.group, prefer: Some(t.server), sticky: Sticky::Off };
     }
     let Some(rules) = l.rules.as_deref() else {
@@ -241,7 +241,7 @@ impl rules::Request for HeadView<'_> {
 /// Records stickiness for the server a sticky route ended on.
 pub fn remember(worker: &Worker, listener: usize, client: &mut Client, sticky: Sticky, target: Target) {
     match sticky {
-        Sticky::IpPort => client.sticky = Some(target),
+        Sticky::IpPort => client.pins_mut().sticky = Some(target),
         Sticky::Ip => {
             worker.shared.sticky_ip.put(listener, client.peer.ip(), target.server, std::time::Instant::now());
         }

@@ -84,15 +84,43 @@ pub struct Client {
     pub peer: SocketAddr,
     /// Bytes read and not yet handled; `None` while idle between requests.
     pub buf: Option<IoBuf>,
+    /// What only some connections need, boxed so an idle connection does not carry it.
+    pub pins: Option<Box<Pins>>,
+}
+
+/// Per-connection state of the features that use it.
+#[derive(Default)]
+pub struct Pins {
     /// Server this connection is pinned to by a `STICKY_IP_PORT` rule.
     pub sticky: Option<crate::sticky::Target>,
-    /// Server (id) the previous request on this connection went to.
+    /// Server (id) the previous request went to (`connection_persistence` other than
+    /// `per_request`).
     pub last_server: Option<u64>,
     /// A server connection started at accept (`preallocate`), not yet used.
-    pub prealloc: Option<Box<crate::prealloc::Prealloc>>,
+    pub prealloc: Option<crate::prealloc::Prealloc>,
 }
 
 impl Client {
+    /// The connection's pins, created on first use.
+    pub fn pins_mut(&mut self) -> &mut Pins {
+        self.pins.get_or_insert_with(Default::default)
+    }
+
+    /// The `STICKY_IP_PORT` target, if a rule pinned this connection.
+    pub fn sticky(&self) -> Option<crate::sticky::Target> {
+        self.pins.as_ref().and_then(|p| p.sticky)
+    }
+
+    /// The server of the previous request, when it is tracked.
+    pub fn last_server(&self) -> Option<u64> {
+        self.pins.as_ref().and_then(|p| p.last_server)
+    }
+
+    /// The pre-allocated connection, if it goes to `server`.
+    pub fn take_prealloc(&mut self, server: u64) -> Option<crate::prealloc::Prealloc> {
+        self.pins.as_mut()?.prealloc.take_if(|p| p.server == server)
+    }
+
     /// The address the client connected to (asked of the kernel: only rules reading
     /// `dstip` / `dstport` need it).
     pub fn local(&self) -> SocketAddr {
@@ -135,7 +163,8 @@ impl Drop for BusyGuard<'_> {
 pub async fn serve(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, listener: usize) {
     let _conn = ConnGuard(&worker);
     let prealloc = crate::prealloc::start(&worker, &worker.shared.snapshot.load(), listener, peer);
-    let mut client = Client { stream, peer, buf: None, sticky: None, last_server: None, prealloc };
+    let pins = prealloc.map(|p| Box::new(Pins { prealloc: Some(p), ..Pins::default() }));
+    let mut client = Client { stream, peer, buf: None, pins };
     while wait_for_request(&worker, &mut client).await {
         // Boxed: the request phases hold far more state than an idle connection needs, and
         // an unboxed future would reserve that space in every idle keep-alive connection.

@@ -76,20 +76,21 @@ pub async fn acquire_slot(
     }
 }
 
-/// Phase "connect": an idle pooled connection to the server, else a new one.
+/// Phase "connect": an idle pooled connection to the server, else `prealloc` (a connection
+/// to it started at accept), else a new one.
 /// Returns the stream and whether it was reused.
 pub async fn connect(
     worker: &Worker,
     snap: &Snapshot,
     server: &ServerRt,
-    prealloc: &mut Option<Box<Prealloc>>,
+    prealloc: Option<Prealloc>,
 ) -> Result<(TcpStream, bool), Refusal> {
     let stats = &worker.shared.stats;
     if let Some(stream) = worker.pools.take(server.id) {
         stats.inc(Counter::PoolReuse);
         return Ok((stream, true));
     }
-    if let Some(early) = prealloc.take_if(|p| p.server == server.id) {
+    if let Some(early) = prealloc {
         if let Some(stream) = early.finish(snap.config.timeouts.server_connect).await {
             stats.inc(Counter::PreallocatedUsed);
             return Ok((stream, false));
