@@ -190,7 +190,7 @@ pub fn write_response_head_with(
         if hop.drops(name) || (rw.dechunk && is(buf, h, b"transfer-encoding")) {
             continue;
         }
-        if let (Some(edit), true) = (edits.set_cookie, is(buf, h, b"set-cookie")) {
+        if let Some(edit) = edits.set_cookie.filter(|_| is(buf, h, b"set-cookie")) {
             edited.clear();
             if edit(h.value.slice(buf), &mut edited) {
                 out.extend_from_slice(b"Set-Cookie: ");
