@@ -28,7 +28,7 @@ pub fn run(config: &Path, request: &Path, src: SocketAddr, listener: Option<&str
         }
         Some(rules) => decide(rules, &req, &l.default_group)?,
     };
-    print_server(&cfg, &group, &req, src);
+    print_server(&cfg, &group, &req);
     Ok(())
 }
 
@@ -73,8 +73,7 @@ fn finish(line: String) -> anyhow::Result<String> {
 /// The server the group's scheduler would pick first with every server idle, fed the
 /// request's hash key when it reads one. (Session persistence and learned tables of a
 /// running switch are not known here.)
-fn print_server(cfg: &config::Config, group: &str, req: &rules::OwnedRequest, src: SocketAddr) {
-    use rules::Request;
+fn print_server(cfg: &config::Config, group: &str, req: &rules::OwnedRequest) {
     let Some(g) = cfg.groups.iter().find(|g| g.name == group) else { return };
     let candidates: Vec<balance::Candidate> = g
         .servers
@@ -88,23 +87,9 @@ fn print_server(cfg: &config::Config, group: &str, req: &rules::OwnedRequest, sr
         .collect();
     let mut scheduler = g.scheduler.build(&g.params);
     scheduler.rebuild(&members);
-    let octets = match src.ip() {
-        std::net::IpAddr::V4(v4) => v4.octets().to_vec(),
-        std::net::IpAddr::V6(v6) => v6.octets().to_vec(),
-    };
-    let target = req.target();
-    let key: Option<&[u8]> = match &g.hash_key {
-        _ if !g.scheduler.uses_key() => None,
-        config::HashKey::Url => Some(target),
-        config::HashKey::Path => target.split(|&b| b == b'?').next(),
-        config::HashKey::Host => req.header("host"),
-        config::HashKey::Header(name) => req.header(name),
-        config::HashKey::Cookie(name) => {
-            req.header("cookie").and_then(|c| balance::persist::find_cookie(c, name.as_bytes()))
-        }
-        config::HashKey::Arg(name) => balance::persist::url_param(target, name.as_bytes()),
-        config::HashKey::SrcIp => Some(&octets),
-    };
+    let mut key_bytes = Vec::new();
+    let key = (g.scheduler.uses_key() && proxy::extract_key(&g.hash_key, req, &mut key_bytes))
+        .then_some(key_bytes.as_slice());
     if let Some(k) = key {
         println!("hash key: {}", String::from_utf8_lossy(k));
     }

@@ -213,3 +213,35 @@ fn a_changed_rule_file_is_reloaded_without_a_signal() {
     signal(&child, "-TERM");
     assert!(child.wait().unwrap().success());
 }
+
+#[test]
+fn explain_feeds_the_hash_key_to_a_keyed_scheduler() {
+    let dir = tempdir("explain-key");
+    let servers: Vec<String> =
+        (1..=8).map(|i| format!("{{ name = \"s{i}\", addr = \"127.0.0.1:{}\" }}", 9000 + i)).collect();
+    let text = format!(
+        "[[listener]]\nname = \"web\"\nbind = \"127.0.0.1:8080\"\ndefault_group = \"web\"\n\
+         [[group]]\nname = \"web\"\nscheduler = \"consistent\"\nhash_key = \"header:X-User\"\nservers = [ {} ]\n",
+        servers.join(", ")
+    );
+    std::fs::write(dir.join("cswitch.toml"), text).unwrap();
+    let server_for = |user: &str| {
+        std::fs::write(dir.join("req.http"), format!("GET /a HTTP/1.1\nHost: h\nX-User: {user}\n\n"))
+            .unwrap();
+        let out = cswitch()
+            .args(["explain", "--config"])
+            .arg(dir.join("cswitch.toml"))
+            .arg("--request")
+            .arg(dir.join("req.http"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(text.contains(&format!("hash key: {user}")), "{text}");
+        text.lines().find(|l| l.starts_with("server: ")).unwrap().to_string()
+    };
+    // The same key always names the same server; keys differ in where they go.
+    assert_eq!(server_for("alice"), server_for("alice"));
+    let servers: std::collections::HashSet<String> =
+        ["alice", "bob", "carol", "dave", "erin", "frank"].iter().map(|u| server_for(u)).collect();
+    assert!(servers.len() > 1, "{servers:?}");
+}

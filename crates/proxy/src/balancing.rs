@@ -11,8 +11,7 @@ use crate::upstream::Tried;
 use crate::worker::Worker;
 use balance::{Candidate, Member, Params, Scheduler, SchedulerKind};
 use config::HashKey;
-use http1::RequestHead;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
@@ -149,25 +148,26 @@ pub fn pick(
 }
 
 /// Copies the request's hash key for `key` into `out`; false when the request has none
-/// (the scheduler then balances without it).
-pub fn extract_key(
-    key: &HashKey,
-    head: &[u8],
-    req: &RequestHead,
-    peer: SocketAddr,
-    out: &mut Vec<u8>,
-) -> bool {
+/// (the scheduler then balances without it). Shared with `cswitch explain`.
+pub fn extract_key(key: &HashKey, req: &impl rules::Request, out: &mut Vec<u8>) -> bool {
     out.clear();
-    let target = req.target.slice(head);
+    let target = req.target();
     let found: Option<&[u8]> = match key {
         HashKey::Url => Some(target),
         HashKey::Path => Some(target.split(|&b| b == b'?').next().unwrap_or(target)),
-        HashKey::Host => req.header(head, "host"),
-        HashKey::Header(name) => req.header(head, name),
-        HashKey::Cookie(name) => cookie(head, req, name.as_bytes()),
+        HashKey::Host => req.header("host"),
+        HashKey::Header(name) => req.header(name),
+        HashKey::Cookie(name) => {
+            let mut value = None;
+            req.header_each("cookie", &mut |field| {
+                value = balance::persist::find_cookie(field, name.as_bytes());
+                value.is_some()
+            });
+            value
+        }
         HashKey::Arg(name) => balance::persist::url_param(target, name.as_bytes()),
         HashKey::SrcIp => {
-            match peer.ip() {
+            match req.src().ip() {
                 IpAddr::V4(v4) => out.extend_from_slice(&v4.octets()),
                 IpAddr::V6(v6) => out.extend_from_slice(&v6.octets()),
             }
@@ -181,12 +181,4 @@ pub fn extract_key(
         }
         None => false,
     }
-}
-
-/// The value of cookie `name` in any of the request's Cookie fields.
-pub fn cookie<'h>(head: &'h [u8], req: &RequestHead, name: &[u8]) -> Option<&'h [u8]> {
-    req.headers
-        .iter()
-        .filter(|h| h.name.slice(head).eq_ignore_ascii_case(b"cookie"))
-        .find_map(|h| balance::persist::find_cookie(h.value.slice(head), name))
 }

@@ -34,5 +34,6 @@ mod tunnel;
 mod upstream;
 mod worker;
 
+pub use balancing::extract_key;
 pub use stats::{Counter, Stats};
 pub use switch::{compile_rules, ReloadError, Switch};

@@ -172,8 +172,10 @@ fn take_hash_key(snap: &Snapshot, group: usize, client: &Client, scratch: &mut S
     let g = snap.group(group);
     scratch.has_key = false;
     let (Some(buf), true) = (client.buf.as_ref(), g.scheduler.uses_key()) else { return };
-    scratch.has_key =
-        balancing::extract_key(&g.hash_key, buf.filled(), &scratch.req, client.peer, &mut scratch.key);
+    let view = route::HeadView::head_only(buf.filled(), &scratch.req, client);
+    let mut key = std::mem::take(&mut scratch.key);
+    scratch.has_key = balancing::extract_key(&g.hash_key, &view, &mut key);
+    scratch.key = key;
 }
 
 /// Phase "persistence lookup": the server the client's session is on, per the group's

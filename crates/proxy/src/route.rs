@@ -188,11 +188,18 @@ async fn buffer_more(
 
 /// The rules' view of a request: the parsed head over the client buffer, plus the body
 /// buffered so far. Every accessor is a slice of bytes already in memory.
-struct HeadView<'a> {
+pub struct HeadView<'a> {
     head: &'a [u8],
     req: &'a RequestHead,
     client: &'a Client,
     body: Body<'a>,
+}
+
+impl<'a> HeadView<'a> {
+    /// The head only (no body read yet): what the schedulers' hash keys look at.
+    pub fn head_only(head: &'a [u8], req: &'a RequestHead, client: &'a Client) -> Self {
+        HeadView { head, req, client, body: Body { bytes: &[], complete: false } }
+    }
 }
 
 impl rules::Request for HeadView<'_> {
