@@ -6,66 +6,75 @@
 
 use std::cell::RefCell;
 
-/// A fixed-capacity byte buffer with a filled window `start..end`.
+/// A fixed-capacity byte buffer with a filled window `start..data.len()`.
+///
+/// The bytes past the window are the `Vec`'s spare capacity, never initialised: reads fill
+/// it through tokio's `read_buf` (which writes into uninitialised memory safely), so a new
+/// buffer costs one `malloc` and no `memset` — zeroing 16 KiB per buffer was the largest
+/// user-space cost per request when buffers are allocated under load.
 pub struct IoBuf {
-    data: Box<[u8]>,
+    data: Vec<u8>,
     start: usize,
-    end: usize,
+    cap: usize,
 }
 
 impl IoBuf {
-    /// A zeroed buffer of `cap` bytes.
+    /// An empty buffer of `cap` bytes.
     pub fn new(cap: usize) -> Self {
-        IoBuf { data: vec![0; cap].into_boxed_slice(), start: 0, end: 0 }
+        let data = Vec::with_capacity(cap);
+        let cap = data.capacity();
+        IoBuf { data, start: 0, cap }
     }
 
     /// The filled bytes.
     pub fn filled(&self) -> &[u8] {
-        &self.data[self.start..self.end]
+        &self.data[self.start..]
     }
 
     /// Number of filled bytes.
     pub fn len(&self) -> usize {
-        self.end - self.start
+        self.data.len() - self.start
     }
 
     /// True when nothing is filled.
     pub fn is_empty(&self) -> bool {
-        self.start == self.end
+        self.start == self.data.len()
     }
 
     /// Total capacity.
     pub fn capacity(&self) -> usize {
-        self.data.len()
+        self.cap
     }
 
     /// Drops `n` bytes from the front of the filled window.
     pub fn consume(&mut self, n: usize) {
         self.start += n.min(self.len());
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
+        if self.start == self.data.len() {
+            self.clear();
         }
     }
 
-    /// Free space at the back, moving filled bytes to the front first if that makes room.
-    pub fn spare(&mut self) -> &mut [u8] {
-        if self.end == self.data.len() && self.start > 0 {
-            self.data.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
+    /// Makes room at the back (moving the filled bytes to the front when the back is full)
+    /// and returns the vector to read into: its spare capacity is the free space. Readers
+    /// must not grow it past [`IoBuf::capacity`] (tokio's `read_buf` fills only the spare
+    /// capacity, which is never empty here unless the buffer is full).
+    pub fn for_read(&mut self) -> &mut Vec<u8> {
+        if self.data.len() == self.cap && self.start > 0 {
+            self.data.copy_within(self.start.., 0);
+            self.data.truncate(self.data.len() - self.start);
             self.start = 0;
         }
-        &mut self.data[self.end..]
+        &mut self.data
     }
 
-    /// Marks `n` bytes of `spare()` as filled.
-    pub fn advance(&mut self, n: usize) {
-        self.end = (self.end + n).min(self.data.len());
+    /// Free space at the back after [`IoBuf::for_read`]'s compaction.
+    pub fn free(&self) -> usize {
+        self.cap - self.data.len() + if self.data.len() == self.cap { self.start } else { 0 }
     }
 
     /// True when no more bytes fit even after compaction.
     pub fn is_full(&self) -> bool {
-        self.len() == self.data.len()
+        self.len() == self.cap
     }
 
     /// Removes filled bytes `from..to` (offsets into `filled()`), closing the gap.
@@ -74,14 +83,20 @@ impl IoBuf {
         if from >= to {
             return;
         }
-        self.data.copy_within(self.start + to..self.end, self.start + from);
-        self.end -= to - from;
+        self.data.copy_within(self.start + to.., self.start + from);
+        self.data.truncate(self.data.len() - (to - from));
     }
 
     /// Empties the buffer.
     pub fn clear(&mut self) {
+        self.data.clear();
         self.start = 0;
-        self.end = 0;
+    }
+
+    /// Appends bytes (tests fill buffers this way).
+    #[cfg(test)]
+    pub fn extend(&mut self, bytes: &[u8]) {
+        self.for_read().extend_from_slice(bytes);
     }
 }
 
@@ -121,19 +136,21 @@ mod tests {
     #[test]
     fn compaction_makes_room_and_keeps_bytes() {
         let mut b = IoBuf::new(8);
-        b.spare()[..8].copy_from_slice(b"abcdefgh");
-        b.advance(8);
-        b.consume(5);
+        let cap = b.capacity();
+        b.extend(&vec![b'a'; cap - 3]);
+        b.extend(b"fgh");
+        b.consume(cap - 3);
         assert_eq!(b.filled(), b"fgh");
-        assert_eq!(b.spare().len(), 5);
+        assert_eq!(b.free(), cap - 3);
+        let v = b.for_read();
+        assert_eq!((v.len(), v.capacity()), (3, cap), "compacted, never grown");
         assert_eq!(b.filled(), b"fgh");
     }
 
     #[test]
     fn remove_range_closes_the_gap() {
         let mut b = IoBuf::new(8);
-        b.spare()[..6].copy_from_slice(b"headXY");
-        b.advance(6);
+        b.extend(b"headXY");
         b.remove_range(4, 5);
         assert_eq!(b.filled(), b"headY");
     }

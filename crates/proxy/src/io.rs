@@ -27,12 +27,10 @@ pub async fn read_some<R: AsyncRead + Unpin>(
     buf: &mut IoBuf,
     deadline: Instant,
 ) -> Result<usize, IoFail> {
-    let spare = buf.spare();
-    if spare.is_empty() {
+    if buf.free() == 0 {
         return Err(IoFail::Io);
     }
-    let n = timeout_at(deadline, r.read(spare)).await.map_err(|_| IoFail::Timeout)??;
-    buf.advance(n);
+    let n = timeout_at(deadline, r.read_buf(buf.for_read())).await.map_err(|_| IoFail::Timeout)??;
     Ok(n)
 }
 

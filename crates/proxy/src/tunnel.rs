@@ -56,17 +56,15 @@ where
             buf.clear();
         }
         let deadline = last.get() + idle;
-        match timeout_at(deadline, r.read(buf.spare())).await {
+        // Empty here (written out above), so there is room to read into.
+        match timeout_at(deadline, r.read_buf(buf.for_read())).await {
             Err(_) if last.get() + idle <= Instant::now() => return Err(std::io::ErrorKind::TimedOut.into()),
             Err(_) => continue, // the other direction was active: keep waiting
             Ok(Ok(0)) => {
                 let _ = w.shutdown().await;
                 return Ok(());
             }
-            Ok(Ok(n)) => {
-                buf.advance(n);
-                last.set(Instant::now());
-            }
+            Ok(Ok(_)) => last.set(Instant::now()),
             Ok(Err(e)) => return Err(e),
         }
     }
