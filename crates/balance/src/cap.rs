@@ -164,11 +164,8 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::up;
     use crate::CapClass;
-
-    fn up() -> Candidate {
-        Candidate { weight: 1, active: 0, usable: true, ..Candidate::default() }
-    }
 
     fn class_of(cap: &Cap, key: &str) -> &'static str {
         ["static", "disk", "cpu", "dynamic"][cap.classify(Some(key.as_bytes()))]

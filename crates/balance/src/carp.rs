@@ -134,10 +134,7 @@ impl Scheduler for Carp {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn up() -> Candidate {
-        Candidate { weight: 1, active: 0, usable: true, ..Candidate::default() }
-    }
+    use crate::testutil::up;
 
     #[test]
     fn hash_functions_follow_the_draft() {

@@ -129,14 +129,7 @@ impl Scheduler for HashTableRoundRobin {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn up() -> Candidate {
-        Candidate { weight: 1, active: 0, usable: true, ..Candidate::default() }
-    }
-
-    fn members<'a>(names: &[&'a str]) -> Vec<Member<'a>> {
-        names.iter().map(|&name| Member { name, weight: 1, maxconn: 0 }).collect()
-    }
+    use crate::testutil::{members, up};
 
     #[test]
     fn first_sight_round_robin_then_remembered() {

@@ -80,10 +80,7 @@ impl Scheduler for Jump {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn up() -> Candidate {
-        Candidate { weight: 1, active: 0, usable: true, ..Candidate::default() }
-    }
+    use crate::testutil::up;
 
     #[test]
     fn matches_the_reference_implementation() {

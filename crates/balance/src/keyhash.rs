@@ -84,10 +84,7 @@ impl NoKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn up() -> Candidate {
-        Candidate { weight: 1, active: 0, usable: true, ..Candidate::default() }
-    }
+    use crate::testutil::up;
 
     #[test]
     fn hashes_are_pinned() {

@@ -43,6 +43,8 @@ mod rng;
 mod rr;
 mod sed;
 mod sieve;
+#[cfg(test)]
+mod testutil;
 mod wlc;
 mod wrr;
 

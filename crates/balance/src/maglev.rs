@@ -177,10 +177,7 @@ impl Scheduler for Maglev {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn up() -> Candidate {
-        Candidate { weight: 1, active: 0, usable: true, ..Candidate::default() }
-    }
+    use crate::testutil::up;
 
     fn slots(s: &Maglev, n: usize) -> Vec<usize> {
         let mut counts = vec![0; n];

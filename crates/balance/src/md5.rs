@@ -71,10 +71,7 @@ impl Scheduler for Md5Modulo {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn up() -> Candidate {
-        Candidate { weight: 1, active: 0, usable: true, ..Candidate::default() }
-    }
+    use crate::testutil::up;
 
     #[test]
     fn digest_prefix_is_big_endian() {

@@ -1,8 +1,11 @@
 //! Property tests over the public API: every scheduler, reached through
 //! `SchedulerKind::build`, against random groups and random membership changes.
 
-use cswitch_balance::{Candidate, Member, Params, Scheduler, SchedulerKind};
+use cswitch_balance::{Candidate, Params, Scheduler, SchedulerKind};
 use proptest::prelude::*;
+
+mod common;
+use common::{build, eligible, rebuild};
 
 fn kinds() -> impl Strategy<Value = SchedulerKind> {
     prop::sample::select(
@@ -22,24 +25,6 @@ fn candidate() -> impl Strategy<Value = Candidate> {
 /// A request key: absent, or a few bytes.
 fn key() -> impl Strategy<Value = Option<Vec<u8>>> {
     prop::option::weighted(0.8, prop::collection::vec(any::<u8>(), 0..24))
-}
-
-/// A scheduler of `kind` with default parameters, told about `group` (servers `s0`, `s1`, …).
-fn build(kind: SchedulerKind, group: &[Candidate]) -> Box<dyn Scheduler> {
-    let mut s = kind.build(&Params::default());
-    rebuild(&mut *s, group);
-    s
-}
-
-/// Tells `s` that the group is now `group`: names by position, weights as given.
-fn rebuild(s: &mut dyn Scheduler, group: &[Candidate]) {
-    let names: Vec<String> = (0..group.len()).map(|i| format!("s{i}")).collect();
-    let members: Vec<Member> = group
-        .iter()
-        .zip(&names)
-        .map(|(c, name)| Member { name, weight: c.weight, maxconn: c.maxconn })
-        .collect();
-    s.rebuild(&members);
 }
 
 /// A sequence of groups: a few memberships (length and weights), each for a run of picks
@@ -77,10 +62,6 @@ impl Members {
             self.0 = Some(weights);
         }
     }
-}
-
-fn eligible(c: &Candidate) -> bool {
-    c.usable && c.weight > 0
 }
 
 fn up(weight: u32) -> Candidate {

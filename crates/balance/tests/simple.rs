@@ -2,8 +2,11 @@
 //! `random`, `p2c`) through the public API: `SchedulerKind::from_name`, `build`,
 //! `rebuild`, `pick`.
 
-use cswitch_balance::{Candidate, Member, Params, Scheduler, SchedulerKind};
+use cswitch_balance::{Candidate, Params, Scheduler, SchedulerKind};
 use proptest::prelude::*;
+
+mod common;
+use common::{eligible, rebuild};
 
 const NAMES: [&str; 5] = ["sed", "nq", "first", "random", "p2c"];
 
@@ -26,24 +29,7 @@ fn group() -> impl Strategy<Value = Vec<Candidate>> {
 
 /// A scheduler named `name` with default parameters, told about `group`.
 fn build(name: &str, group: &[Candidate]) -> Box<dyn Scheduler> {
-    let mut s = kind(name).build(&Params::default());
-    rebuild(&mut *s, group);
-    s
-}
-
-/// Tells `s` the group is now `group`: servers `s0`, `s1`, … with the given weights.
-fn rebuild(s: &mut dyn Scheduler, group: &[Candidate]) {
-    let names: Vec<String> = (0..group.len()).map(|i| format!("s{i}")).collect();
-    let members: Vec<Member> = group
-        .iter()
-        .zip(&names)
-        .map(|(c, name)| Member { name, weight: c.weight, maxconn: c.maxconn })
-        .collect();
-    s.rebuild(&members);
-}
-
-fn eligible(c: &Candidate) -> bool {
-    c.usable && c.weight > 0
+    common::build(kind(name), group)
 }
 
 /// SED's `(active + 1) / weight`; exact enough for the small integers generated here.
