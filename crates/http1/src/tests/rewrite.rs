@@ -95,6 +95,13 @@ fn set_headers_replace_the_clients_and_never_touch_framing() {
 }
 
 #[test]
+fn a_set_header_with_an_empty_value_removes_the_field() {
+    let input = b"GET / HTTP/1.1\r\nHost: a\r\nCookie: SRV=s1\r\nX-Keep: 1\r\n\r\n";
+    let rw = RequestRewrite { set_headers: &[("Cookie", "")], ..PLAIN };
+    assert_eq!(rewrite_req(input, &rw), "GET / HTTP/1.1\r\nHost: a\r\nX-Keep: 1\r\n\r\n");
+}
+
+#[test]
 fn connection_added_for_upgrade_and_http10() {
     let ws = b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
     let rw = RequestRewrite { upgrade: true, ..PLAIN };
