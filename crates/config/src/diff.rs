@@ -65,8 +65,9 @@ pub enum Change {
         /// After.
         new: SchedulerKind,
     },
-    /// A group's balancing settings other than the scheduler changed (`hash_key`, the
-    /// scheduler tunables, `persistence`); the keys that changed are listed.
+    /// A group's settings other than the scheduler and servers changed (`hash_key`, the
+    /// scheduler tunables, `persistence`, `health`, `passive`, `slow_start`,
+    /// `drain_timeout`, `weights`); the keys that changed are listed.
     BalancingChanged {
         /// The group's name.
         group: String,
@@ -87,7 +88,15 @@ pub enum Change {
         /// The server as it was.
         server: Server,
     },
-    /// A server in both configs whose addr, weight or maxconn changed.
+    /// `[admin]` or `[agents]` differs (`section` names which); a new bind address
+    /// needs a restart, a token or timeout is applied in place.
+    Service {
+        /// "admin" or "agents".
+        section: &'static str,
+        /// Whether the bind address changed (or the section was added or removed).
+        rebinds: bool,
+    },
+    /// A server in both configs whose addr, weight, maxconn, cookie or state changed.
     ServerChanged {
         /// The group's name.
         group: String,
@@ -110,6 +119,7 @@ impl Change {
     pub fn needs_restart(&self) -> bool {
         match self {
             Change::Global { old, new } => old.workers != new.workers,
+            Change::Service { rebinds, .. } => *rebinds,
             other => other.changes_bind(),
         }
     }
@@ -134,6 +144,14 @@ pub fn diff(old: &Config, new: &Config) -> Vec<Change> {
     if old.timeouts != new.timeouts {
         let (old, new) = (old.timeouts.clone(), new.timeouts.clone());
         changes.push(Change::Timeouts { old, new });
+    }
+    let admin_bind = |c: &Config| c.admin.as_ref().map(|a| a.bind);
+    if old.admin != new.admin {
+        changes.push(Change::Service { section: "admin", rebinds: admin_bind(old) != admin_bind(new) });
+    }
+    let agents_bind = |c: &Config| c.agents.as_ref().map(|a| a.bind);
+    if old.agents != new.agents {
+        changes.push(Change::Service { section: "agents", rebinds: agents_bind(old) != agents_bind(new) });
     }
     listeners(&old.listeners, &new.listeners, &mut changes);
     groups(&old.groups, &new.groups, &mut changes);
@@ -190,6 +208,14 @@ fn balancing_keys(old: &Group, new: &Group) -> Vec<&'static str> {
     if old.persistence != new.persistence {
         keys.push("persistence");
     }
+    let pairs: [(&'static str, bool); 5] = [
+        ("health", old.health != new.health),
+        ("passive", old.passive != new.passive),
+        ("slow_start", old.slow_start != new.slow_start),
+        ("drain_timeout", old.drain_timeout != new.drain_timeout),
+        ("weights", old.weights != new.weights),
+    ];
+    keys.extend(pairs.iter().filter(|(_, changed)| *changed).map(|(key, _)| *key));
     keys
 }
 
@@ -238,6 +264,10 @@ impl fmt::Display for Change {
             Change::BalancingChanged { group, keys } => {
                 write!(f, "group `{group}` changed: {}", keys.join(", "))
             }
+            Change::Service { section, rebinds: true } => {
+                write!(f, "[{section}] bind changed (applied on restart)")
+            }
+            Change::Service { section, rebinds: false } => write!(f, "[{section}] changed"),
             Change::ServerAdded { group, server } => {
                 let (name, addr) = (&server.name, server.addr);
                 write!(f, "server `{name}` ({addr}) added to group `{group}`")
@@ -338,6 +368,8 @@ fn server_fields(a: &Server, b: &Server) -> Vec<String> {
     field(&mut out, "addr", a.addr, b.addr);
     field(&mut out, "weight", a.weight, b.weight);
     field(&mut out, "maxconn", a.maxconn, b.maxconn);
+    field(&mut out, "cookie", &a.cookie, &b.cookie);
+    field(&mut out, "state", a.state.name(), b.state.name());
     out
 }
 

@@ -6,10 +6,12 @@
 
 use crate::balancing;
 use crate::diag::Sink;
+use crate::health;
 use crate::sections::{home_of, GROUP_KEYS, LISTENER_KEYS, SERVER_KEYS};
 use crate::walk::{Located, Table};
 use crate::{
     addr, suggest, ConnectionPersistence, Group, HashKey, Listener, Params, Persistence, Protocol, Server,
+    ServerState,
 };
 use balance::SchedulerKind;
 use std::net::SocketAddr;
@@ -54,7 +56,17 @@ pub(crate) struct GroupDraft {
     hash_key: HashKey,
     params: Params,
     pub(crate) persistence: Option<Persistence>,
+    ops: GroupOps,
     pub(crate) servers: Vec<ServerDraft>,
+}
+
+/// A group's operational keys (health, passive, slow start, drain, weights).
+struct GroupOps {
+    health: Option<crate::Health>,
+    passive: Option<crate::Passive>,
+    slow_start: std::time::Duration,
+    drain_timeout: std::time::Duration,
+    weights: crate::WeightSource,
 }
 
 impl GroupDraft {
@@ -67,6 +79,11 @@ impl GroupDraft {
             hash_key: self.hash_key,
             params: self.params,
             persistence: self.persistence,
+            health: self.ops.health,
+            passive: self.ops.passive,
+            slow_start: self.ops.slow_start,
+            drain_timeout: self.ops.drain_timeout,
+            weights: self.ops.weights,
             servers: servers?,
         })
     }
@@ -79,6 +96,7 @@ pub(crate) struct ServerDraft {
     weight: u32,
     maxconn: u32,
     pub(crate) cookie: Option<Located<String>>,
+    state: ServerState,
 }
 
 impl ServerDraft {
@@ -90,6 +108,7 @@ impl ServerDraft {
             addr: self.addr?.value,
             weight: self.weight,
             maxconn: self.maxconn,
+            state: self.state,
         })
     }
 }
@@ -147,6 +166,13 @@ pub(crate) fn group(t: &Table, sink: &mut Sink) -> GroupDraft {
         hash_key: balancing::hash_key(t, sink),
         params: balancing::params(t, sink),
         persistence: balancing::persistence(t, sink),
+        ops: GroupOps {
+            health: health::health(t, sink),
+            passive: health::passive(t, sink),
+            slow_start: t.duration_or(sink, "slow_start", std::time::Duration::ZERO, true),
+            drain_timeout: t.duration_or(sink, "drain_timeout", std::time::Duration::from_secs(300), false),
+            weights: health::weights(t, sink),
+        },
         servers,
     }
 }
@@ -193,6 +219,7 @@ fn server(t: &Table, sink: &mut Sink) -> ServerDraft {
         weight: int(sink, "weight", 1, 1_000_000),
         maxconn: int(sink, "maxconn", 0, 1_000_000),
         cookie: cookie_token(t, sink),
+        state: health::server_state(t, sink),
     }
 }
 
@@ -212,8 +239,7 @@ fn cookie_token(t: &Table, sink: &mut Sink) -> Option<Located<String>> {
 /// they are kept to characters that need no quoting in any of them.
 fn name(t: &Table, sink: &mut Sink, example: &str) -> Option<Located<String>> {
     let name = t.required_string(sink, "name", example)?;
-    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
-    if name.value.is_empty() || !name.value.chars().all(allowed) {
+    if !crate::edit::valid_name(name.value) {
         let message = match name.value {
             "" => "`name` is empty".to_string(),
             other => format!("name `{other}` may only use letters, digits, '-', '_' and '.'"),

@@ -45,6 +45,8 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, Diagnostics> {
     let timeouts = sections::timeouts(&root, &mut sink);
     let listeners = listeners(&root, &mut sink, base);
     let groups = groups(&root, &mut sink);
+    let admin = crate::health::admin(&root, &mut sink, base);
+    let agents = crate::health::agents(&root, &mut sink, base);
     checks::run(&listeners, &groups, &mut sink);
     let config = Config {
         source: path.to_path_buf(),
@@ -54,6 +56,8 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, Diagnostics> {
         timeouts,
         listeners: listeners.into_iter().filter_map(ListenerDraft::build).collect(),
         groups: groups.into_iter().filter_map(GroupDraft::build).collect(),
+        admin,
+        agents,
     };
     sink.finish(config)
 }

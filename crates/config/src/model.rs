@@ -23,6 +23,30 @@ pub struct Config {
     pub listeners: Vec<Listener>,
     /// `[[group]]`, at least one; names unique.
     pub groups: Vec<Group>,
+    /// `[admin]`: the admin listener (API, metrics, stats page); `None` = off.
+    pub admin: Option<Admin>,
+    /// `[agents]`: where capacity agents report (UDP); `None` = off.
+    pub agents: Option<Agents>,
+}
+
+/// `[admin]`
+#[derive(Clone, Debug, PartialEq)]
+pub struct Admin {
+    /// Address of the admin listener (HTTP).
+    pub bind: SocketAddr,
+    /// Bearer token required on every request; mandatory when `bind` is not loopback.
+    pub token: Option<String>,
+}
+
+/// `[agents]`: capacity reports from `cswitch agent` (seed 004 §3.3).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Agents {
+    /// UDP address reports are sent to.
+    pub bind: SocketAddr,
+    /// Token every report must carry; mandatory when `bind` is not loopback.
+    pub token: Option<String>,
+    /// A server whose agent has been silent this long gets capacity 0 (default 2s).
+    pub silent_after: Duration,
 }
 
 /// `[global]`: process-wide settings.
@@ -161,6 +185,16 @@ pub struct Group {
     pub params: Params,
     /// Session persistence (`persistence = { mode = "…", … }`), if any.
     pub persistence: Option<Persistence>,
+    /// Active health checks (`health = { check = "http", … }`), if any.
+    pub health: Option<Health>,
+    /// Passive checks on live traffic (`passive = { failures = 3, … }`), if any.
+    pub passive: Option<Passive>,
+    /// A server that comes back (or joins) has its weight ramped up over this (default 0 = at once).
+    pub slow_start: Duration,
+    /// A draining server keeps its in-flight and sticky traffic at most this long (default 5m).
+    pub drain_timeout: Duration,
+    /// Where weights come from: the config, or the servers' capacity agents.
+    pub weights: WeightSource,
     /// At least one; names unique within the group.
     pub servers: Vec<Server>,
 }
@@ -275,4 +309,109 @@ pub struct Server {
     pub maxconn: u32,
     /// The token naming this server in persistence cookies (default: its name).
     pub cookie: String,
+    /// Administrative state (default ready).
+    pub state: ServerState,
+}
+
+/// A server's administrative state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerState {
+    /// Takes traffic (when healthy).
+    Ready,
+    /// No new requests and no new sticky entries; in-flight and sticky traffic continue
+    /// until the server is empty or the group's `drain_timeout` passes.
+    Drain,
+    /// Maintenance: no traffic at all, sticky included; checks keep running.
+    Maint,
+}
+
+impl ServerState {
+    /// Config and API name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ServerState::Ready => "ready",
+            ServerState::Drain => "drain",
+            ServerState::Maint => "maint",
+        }
+    }
+
+    /// The state a config / API name denotes.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "ready" => Some(ServerState::Ready),
+            "drain" => Some(ServerState::Drain),
+            "maint" => Some(ServerState::Maint),
+            _ => None,
+        }
+    }
+}
+
+/// Where a group's weights come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightSource {
+    /// Each server's `weight` (default).
+    Config,
+    /// The capacities the servers' agents report (`sieve` uses them as they are; other
+    /// weighted schedulers get them scaled to 1..=256 of the group's largest).
+    Agent,
+}
+
+/// A group's active health check.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Health {
+    /// What is checked.
+    pub check: Check,
+    /// Time between checks of one server (default 2s).
+    pub interval: Duration,
+    /// A check not finished within this fails (default 1s).
+    pub timeout: Duration,
+    /// Consecutive successes that bring a down server up (default 2).
+    pub rise: u32,
+    /// Consecutive failures that take an up server down (default 3).
+    pub fall: u32,
+    /// Each wait is lengthened by a random time up to this, so checks spread out (default 0).
+    pub jitter: Duration,
+    /// Port to check instead of the server's own (default: the server's).
+    pub port: Option<u16>,
+}
+
+/// The kinds of active check.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Check {
+    /// A TCP connect succeeds.
+    Tcp,
+    /// An HTTP request gets an expected status (and body substring).
+    Http(HttpCheck),
+    /// The server greets with `220`.
+    Smtp,
+    /// The server greets with `+OK`.
+    Pop3,
+    /// The server greets with `* OK`.
+    Imap,
+}
+
+/// `check = "http"` options.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HttpCheck {
+    /// Method (default GET).
+    pub method: String,
+    /// Path (default "/").
+    pub path: String,
+    /// Host field (default: the server's address).
+    pub host: Option<String>,
+    /// Status ranges that pass, inclusive (default 200–399).
+    pub expect_status: Vec<(u16, u16)>,
+    /// A substring the body must contain, if any (the first 64 KiB are read).
+    pub expect_body: Option<String>,
+}
+
+/// A group's passive checks: live traffic failures take a server out.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Passive {
+    /// Consecutive failures that take a server out (default 3).
+    pub failures: u32,
+    /// Count 5xx answers as failures, not only connect failures (default false).
+    pub on_5xx: bool,
+    /// How long a server stays out unless an active check brings it back first (default 10s).
+    pub backoff: Duration,
 }

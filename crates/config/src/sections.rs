@@ -8,7 +8,8 @@ use crate::{AccessLog, Global, Limits, LogFormat, Timeouts};
 use std::path::Path;
 use std::time::Duration;
 
-pub(crate) const TOP_KEYS: &[&str] = &["global", "access_log", "limits", "timeouts", "listener", "group"];
+pub(crate) const TOP_KEYS: &[&str] =
+    &["global", "access_log", "limits", "timeouts", "listener", "group", "admin", "agents"];
 const GLOBAL_KEYS: &[&str] = &["workers", "grace_period"];
 const ACCESS_LOG_KEYS: &[&str] = &["enabled", "format", "path"];
 const LIMITS_KEYS: &[&str] = &[
@@ -57,12 +58,18 @@ pub(crate) const GROUP_KEYS: &[&str] = &[
     "cap_classes",
     "sieve_extra_functions",
     "persistence",
+    "health",
+    "passive",
+    "slow_start",
+    "drain_timeout",
+    "weights",
 ];
-pub(crate) const SERVER_KEYS: &[&str] = &["name", "addr", "weight", "maxconn", "cookie"];
+pub(crate) const SERVER_KEYS: &[&str] = &["name", "addr", "weight", "maxconn", "cookie", "state"];
 
 /// For an unknown key: the section where a key of that name lives, if any.
 pub(crate) fn home_of(key: &str) -> Option<String> {
-    let homes: [(&str, &[&str]); 8] = [
+    use crate::health::{ADMIN_KEYS, AGENTS_KEYS, HEALTH_KEYS, PASSIVE_KEYS};
+    let homes: [(&str, &[&str]); 12] = [
         ("[global]", GLOBAL_KEYS),
         ("[access_log]", ACCESS_LOG_KEYS),
         ("[limits]", LIMITS_KEYS),
@@ -71,6 +78,10 @@ pub(crate) fn home_of(key: &str) -> Option<String> {
         ("[[group]]", GROUP_KEYS),
         ("a server of a [[group]]", SERVER_KEYS),
         ("a group's persistence", crate::balancing::PERSISTENCE_KEYS),
+        ("a group's health", HEALTH_KEYS),
+        ("a group's passive", PASSIVE_KEYS),
+        ("[admin]", ADMIN_KEYS),
+        ("[agents]", AGENTS_KEYS),
     ];
     let (home, _) = homes.iter().find(|(_, keys)| keys.contains(&key))?;
     Some(format!("`{key}` belongs in {home}"))

@@ -4,7 +4,7 @@
 use balance::SchedulerKind;
 use cswitch_config::{
     load, parse, AccessLog, Config, ConnectionPersistence, Global, Group, HashKey, Limits, Listener,
-    LogFormat, Params, Protocol, Server, Timeouts,
+    LogFormat, Params, Protocol, Server, ServerState, Timeouts, WeightSource,
 };
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -73,7 +73,14 @@ weight = 0
 "#;
 
 fn server(name: &str, addr: &str, weight: u32, maxconn: u32) -> Server {
-    Server { name: name.into(), addr: addr.parse().unwrap(), weight, maxconn, cookie: name.into() }
+    Server {
+        name: name.into(),
+        addr: addr.parse().unwrap(),
+        weight,
+        maxconn,
+        cookie: name.into(),
+        state: ServerState::Ready,
+    }
 }
 
 fn listener(name: &str, bind: &str, group: &str) -> Listener {
@@ -98,6 +105,11 @@ fn group(name: &str, scheduler: SchedulerKind, servers: Vec<Server>) -> Group {
         hash_key: HashKey::Url,
         params: Params::default(),
         persistence: None,
+        health: None,
+        passive: None,
+        slow_start: Duration::ZERO,
+        drain_timeout: Duration::from_secs(300),
+        weights: WeightSource::Config,
         servers,
     }
 }
@@ -158,6 +170,8 @@ fn expected_full() -> Config {
                 vec![server("st1", "10.0.0.7:80", 0, 0)],
             ),
         ],
+        admin: None,
+        agents: None,
     }
 }
 
@@ -214,6 +228,8 @@ fn minimal_config_gets_every_default() {
             SchedulerKind::WeightedLeastConnections,
             vec![server("s1", "127.0.0.1:9001", 1, 0)],
         )],
+        admin: None,
+        agents: None,
     };
     assert_eq!(config, expected);
 }
