@@ -246,8 +246,14 @@ fn token(
             return None;
         }
         (Some((v, s)), None) | (None, Some((v, s))) => {
-            if v.len() < 16 {
-                let message = format!("the token for {what} is {} characters; use at least 16", v.len());
+            if v.len() < 16 || v.len() > 128 {
+                let message = format!("the token for {what} is {} characters; use 16 to 128", v.len());
+                sink.error(&s.span, &s.key, message, Some("e.g. `openssl rand -hex 24`".into()));
+                return None;
+            }
+            // Agents send the token in a space-separated line; keep one rule for both.
+            if !v.bytes().all(|b| b.is_ascii_graphic()) {
+                let message = format!("the token for {what} may only use printable ASCII without spaces");
                 sink.error(&s.span, &s.key, message, Some("e.g. `openssl rand -hex 24`".into()));
                 return None;
             }

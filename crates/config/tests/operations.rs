@@ -173,7 +173,7 @@ fn admin_off_loopback_needs_a_token() {
 #[test]
 fn short_tokens_and_both_token_keys_are_refused() {
     let d = one(&format!("[admin]\nbind = \"127.0.0.1:9900\"\ntoken = \"abc\"\n{GROUP}"));
-    assert!(d.message.contains("use at least 16"), "{}", d.message);
+    assert!(d.message.contains("use 16 to 128"), "{}", d.message);
     let file = std::env::temp_dir().join(format!("cswitch-token-{}", std::process::id()));
     std::fs::write(&file, "0123456789abcdef0123\n").unwrap();
     let text = format!("[admin]\nbind = \"0.0.0.0:9900\"\ntoken_file = \"{}\"\n{GROUP}", file.display());

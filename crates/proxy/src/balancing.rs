@@ -15,18 +15,20 @@ use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
-/// A scheduler and the snapshot generation whose members it was last told about.
+/// A scheduler and the snapshot generation and weights epoch whose members it was last
+/// told about.
 pub struct SchedSlot {
     group: String,
     kind: SchedulerKind,
     params: Params,
     generation: u64,
+    epoch: u64,
     sched: Box<dyn Scheduler>,
 }
 
 impl SchedSlot {
     /// A fresh scheduler for `group`, told about its members.
-    pub fn new(group: &GroupRt, generation: u64) -> SchedSlot {
+    pub fn new(group: &GroupRt, generation: u64, epoch: u64) -> SchedSlot {
         let mut sched = group.scheduler.build(&group.params);
         sched.rebuild(&members(group));
         SchedSlot {
@@ -34,6 +36,7 @@ impl SchedSlot {
             kind: group.scheduler,
             params: group.params.clone(),
             generation,
+            epoch,
             sched,
         }
     }
@@ -43,11 +46,13 @@ impl SchedSlot {
         self.group == group.name && self.kind == group.scheduler && self.params == group.params
     }
 
-    /// Tells the scheduler about `group`'s members if it last saw another generation's.
-    fn sync(&mut self, group: &GroupRt, generation: u64) {
-        if self.generation != generation {
+    /// Tells the scheduler about `group`'s members if it last saw another generation's or
+    /// other effective weights (health, slow start, agents).
+    fn sync(&mut self, group: &GroupRt, generation: u64, epoch: u64) {
+        if self.generation != generation || self.epoch != epoch {
             self.sched.rebuild(&members(group));
             self.generation = generation;
+            self.epoch = epoch;
         }
     }
 
@@ -66,11 +71,12 @@ pub fn shared_slot(
     if let Some(old) = previous.and_then(|p| p.shared.as_ref()) {
         let mut slot = old.lock().unwrap_or_else(|e| e.into_inner());
         if slot.fits(group) {
-            slot.sync(group, generation);
+            let epoch = slot.epoch;
+            slot.sync(group, generation, epoch);
             return Some(std::sync::Arc::clone(old));
         }
     }
-    let slot = SchedSlot::new(group, generation);
+    let slot = SchedSlot::new(group, generation, 0);
     slot.shares_state().then(|| std::sync::Arc::new(Mutex::new(slot)))
 }
 
@@ -78,7 +84,11 @@ fn members(group: &GroupRt) -> Vec<Member<'_>> {
     group
         .servers
         .iter()
-        .map(|s| Member { name: &s.name, weight: s.weight.load(Ordering::Relaxed), maxconn: s.maxconn })
+        .map(|s| Member {
+            name: &s.name,
+            weight: s.live.effective_weight.load(Ordering::Relaxed),
+            maxconn: s.maxconn,
+        })
         .collect()
 }
 
@@ -91,17 +101,17 @@ pub struct WorkerSchedulers {
 
 impl WorkerSchedulers {
     /// Moves to `snap`'s groups, keeping each slot that still fits its group.
-    fn refresh(&mut self, snap: &Snapshot) {
+    fn refresh(&mut self, snap: &Snapshot, epoch: u64) {
         let mut old: Vec<Option<SchedSlot>> = std::mem::take(&mut self.slots).into_iter().map(Some).collect();
         for group in &snap.groups {
             let kept =
                 old.iter_mut().find(|s| s.as_ref().is_some_and(|s| s.fits(group))).and_then(Option::take);
             let slot = match kept {
                 Some(mut slot) => {
-                    slot.sync(group, snap.generation);
+                    slot.sync(group, snap.generation, epoch);
                     slot
                 }
-                None => SchedSlot::new(group, snap.generation),
+                None => SchedSlot::new(group, snap.generation, epoch),
             };
             self.slots.push(slot);
         }
@@ -119,10 +129,11 @@ pub fn pick(
     key: Option<&[u8]>,
 ) -> Option<usize> {
     let g = snap.group(group);
+    let epoch = worker.shared.weights_epoch.load(Ordering::Acquire);
     let mut cands = worker.candidates.borrow_mut();
     cands.clear();
     for (i, s) in g.servers.iter().enumerate() {
-        let weight = s.weight.load(Ordering::Relaxed);
+        let weight = s.live.effective_weight.load(Ordering::Relaxed);
         cands.push(Candidate {
             weight,
             active: s.active.load(Ordering::Relaxed),
@@ -132,19 +143,21 @@ pub fn pick(
     }
     if let Some(shared) = &g.shared {
         let mut slot = shared.lock().unwrap_or_else(|e| e.into_inner());
-        slot.sync(g, snap.generation);
+        slot.sync(g, snap.generation, epoch);
         return slot.sched.pick(&cands, key);
     }
     let mut scheds = worker.schedulers.borrow_mut();
     if snap.generation > scheds.generation || scheds.slots.len() != snap.groups.len() {
-        scheds.refresh(snap);
+        scheds.refresh(snap, epoch);
     }
     if snap.generation == scheds.generation {
-        return scheds.slots[group].sched.pick(&cands, key);
+        let slot = &mut scheds.slots[group];
+        slot.sync(g, snap.generation, epoch);
+        return slot.sched.pick(&cands, key);
     }
     // A request still running on an older snapshot than this worker has seen: rare (only
     // around a reload), so a throwaway scheduler is fine.
-    SchedSlot::new(g, snap.generation).sched.pick(&cands, key)
+    SchedSlot::new(g, snap.generation, epoch).sched.pick(&cands, key)
 }
 
 /// Copies the request's hash key for `key` into `out`; false when the request has none

@@ -17,7 +17,9 @@ mod access_log;
 mod balancing;
 mod buf;
 mod exchange;
+mod health;
 mod io;
+mod live;
 mod persist;
 mod pool;
 mod prealloc;
@@ -32,6 +34,7 @@ mod sticky;
 mod switch;
 mod tunnel;
 mod upstream;
+pub mod view;
 mod worker;
 
 pub use balancing::extract_key;

@@ -49,6 +49,22 @@ impl PersistRt {
         Arc::new(PersistRt { config: config.clone(), mode: Mode::new(config) })
     }
 
+    /// The mode's name and, for the modes that keep a stick table, its (entries, capacity).
+    pub fn table_size(&self) -> (&'static str, Option<(usize, usize)>) {
+        fn size<K: std::hash::Hash + Eq + Clone>(t: &StickTable<K>) -> Option<(usize, usize)> {
+            Some((t.len(), t.capacity()))
+        }
+        match &self.mode {
+            Mode::Insert(_) => ("insert", None),
+            Mode::Prefix(_) => ("prefix", None),
+            Mode::Rename(_) => ("rename", None),
+            Mode::Learn(l) => ("learn", size(l.table())),
+            Mode::Source { table, .. } => ("source", size(table)),
+            Mode::Header { table, .. } => ("header", size(table)),
+            Mode::UrlParam { table, .. } => ("url_param", size(table)),
+        }
+    }
+
     fn retain_servers(&self, group: &GroupRt) {
         let keep = |id: u64| group.servers.iter().any(|s| s.id == id);
         match &self.mode {

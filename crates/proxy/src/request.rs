@@ -6,6 +6,7 @@
 use crate::access_log::Record;
 use crate::balancing;
 use crate::exchange::{self, Exchange};
+use crate::health::passive;
 use crate::persist;
 use crate::respond::{write_redirect, write_refusal, Refusal};
 use crate::route::{self, Route};
@@ -69,10 +70,22 @@ pub async fn handle(
             }
         }
     };
+    record(worker, snap, listener, &outcome, started);
     if log_enabled(snap) {
         log(worker, snap, listener, client, scratch, &outcome, started);
     }
     keep
+}
+
+/// Adds the request to its listener's and its server's figures (metrics, admin API).
+fn record(worker: &Worker, snap: &Snapshot, listener: usize, o: &Outcome, started: Instant) {
+    if let Some(l) = worker.shared.listeners.get(listener) {
+        l.record(o.status, o.bytes_in, o.bytes_out);
+    }
+    if let (Some(g), Some(s)) = (o.group, o.server) {
+        let server = &snap.group(g).servers[s];
+        server.live.record(o.status, o.bytes_in, o.bytes_out, started.elapsed());
+    }
 }
 
 /// Admission of a parsed request: a declared body over the limit is refused before any
@@ -292,7 +305,12 @@ async fn forward_with_retries(
     let mut attempts = 0u32;
     let mut last_failure = Refusal::new(503, "no server available");
     loop {
-        let preferred = d.prefer.and_then(|id| group.servers.iter().position(|s| s.id == id));
+        // A sticky server is used while it may take sticky traffic (not down, not in
+        // maintenance, not drained past its timeout).
+        let preferred = d
+            .prefer
+            .and_then(|id| group.servers.iter().position(|s| s.id == id))
+            .filter(|&i| group.servers[i].live.sticky_ok.load(std::sync::atomic::Ordering::Relaxed));
         let pick = preferred.filter(|i| !tried.contains(*i));
         let key = scratch.has_key.then_some(scratch.key.as_slice());
         let Some(index) = pick.or_else(|| balancing::pick(worker, snap, d.group, &tried, key)) else {
@@ -317,6 +335,7 @@ async fn forward_with_retries(
             Ok(pair) => pair,
             Err(r) => {
                 tracing::warn!(server = %server.name, addr = %server.addr, reason = r.reason, "server connect failed");
+                passive::on_failure(group, server, stats, &worker.shared.weights_epoch);
                 tried.insert(index);
                 last_failure = r;
                 if attempts >= retries {
@@ -330,6 +349,11 @@ async fn forward_with_retries(
         let persistence = group.persistence.as_deref().map(|p| (p, index));
         match exchange::run(worker, snap, client, scratch, body, stream, server, persistence, outcome).await {
             Exchange::Done { keep_client } => {
+                if passive::counts_as_failure(group, outcome.status) {
+                    passive::on_failure(group, server, stats, &worker.shared.weights_epoch);
+                } else {
+                    passive::on_success(server);
+                }
                 let l = &snap.listeners[d.listener];
                 if l.connection_persistence != ConnectionPersistence::PerRequest {
                     client.pins_mut().last_server = Some(server.id);
@@ -351,6 +375,7 @@ async fn forward_with_retries(
                 // A pooled connection the server had just closed is not the server's fault.
                 if !reused {
                     tried.insert(index);
+                    passive::on_failure(group, server, stats, &worker.shared.weights_epoch);
                 }
                 let r = Refusal::new(502, "server closed the connection without answering");
                 if !safe || attempts >= retries {

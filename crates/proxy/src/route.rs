@@ -125,8 +125,11 @@ fn evaluate_once(
         Outcome::Decided(d) => d,
     };
     scratch.rule.clear();
-    if let Some((_, label)) = decision.rule {
+    if let Some((index, label)) = decision.rule {
         scratch.rule.push_str(label);
+        if let Some(hits) = l.rule_hits.get(index) {
+            hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
     scratch.set_headers.clear();
     for (name, value) in decision.set_headers.iter() {

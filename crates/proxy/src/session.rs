@@ -130,11 +130,23 @@ impl Client {
 
 /// Keeps the open-connection count right however the session ends (including being
 /// dropped with the worker's runtime at shutdown).
-struct ConnGuard<'a>(&'a Worker);
+struct ConnGuard<'a>(&'a Worker, usize);
+
+impl<'a> ConnGuard<'a> {
+    fn new(worker: &'a Worker, listener: usize) -> Self {
+        if let Some(l) = worker.shared.listeners.get(listener) {
+            l.connections.fetch_add(1, Ordering::Relaxed);
+        }
+        ConnGuard(worker, listener)
+    }
+}
 
 impl Drop for ConnGuard<'_> {
     fn drop(&mut self) {
         self.0.shared.client_conns.fetch_sub(1, Ordering::AcqRel);
+        if let Some(l) = self.0.shared.listeners.get(self.1) {
+            l.connections.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -161,7 +173,7 @@ impl Drop for BusyGuard<'_> {
 
 /// Serves one client connection to its end.
 pub async fn serve(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, listener: usize) {
-    let _conn = ConnGuard(&worker);
+    let _conn = ConnGuard::new(&worker, listener);
     let prealloc = crate::prealloc::start(&worker, &worker.shared.snapshot.load(), listener, peer);
     let pins = prealloc.map(|p| Box::new(Pins { prealloc: Some(p), ..Pins::default() }));
     let mut client = Client { stream, peer, buf: None, pins };

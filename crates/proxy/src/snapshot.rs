@@ -7,14 +7,16 @@
 //! and pooled connections survive reloads.
 
 use crate::balancing::{shared_slot, SchedSlot};
+use crate::live::{now_ms, Live};
 use crate::persist::PersistRt;
 use balance::{Params, SchedulerKind};
 use config::Config;
-use config::{ConnectionPersistence, HashKey};
+use config::{ConnectionPersistence, HashKey, ServerState, WeightSource};
 use http1::HeadLimits;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::Semaphore;
 
 /// One server as the data path sees it.
@@ -25,8 +27,12 @@ pub struct ServerRt {
     pub name: String,
     /// Address.
     pub addr: SocketAddr,
-    /// Weight (from config).
+    /// Weight (from config; the schedulers use `live.effective_weight`).
     pub weight: AtomicU32,
+    /// Administrative state (from config; [`ServerRt::state`]).
+    state: AtomicU8,
+    /// Health, capacity and traffic figures.
+    pub live: Live,
     /// Requests in flight to this server, across workers (lc/wlc read it).
     pub active: AtomicU32,
     /// Requests waiting for a slot (maxconn reached).
@@ -37,6 +43,28 @@ pub struct ServerRt {
     pub maxconn: u32,
     /// Token naming this server in persistence cookies.
     pub cookie: String,
+}
+
+impl ServerRt {
+    /// Administrative state in force.
+    pub fn state(&self) -> ServerState {
+        match self.state.load(Ordering::Relaxed) {
+            1 => ServerState::Drain,
+            2 => ServerState::Maint,
+            _ => ServerState::Ready,
+        }
+    }
+
+    fn set_state(&self, state: ServerState) {
+        let code = match state {
+            ServerState::Ready => 0,
+            ServerState::Drain => 1,
+            ServerState::Maint => 2,
+        };
+        if self.state.swap(code, Ordering::Relaxed) != code && state == ServerState::Drain {
+            self.live.drain_since_ms.store(now_ms().max(1), Ordering::Relaxed);
+        }
+    }
 }
 
 /// One group as the data path sees it.
@@ -53,6 +81,16 @@ pub struct GroupRt {
     pub shared: Option<Arc<Mutex<SchedSlot>>>,
     /// Session persistence, if configured.
     pub persistence: Option<Arc<PersistRt>>,
+    /// Active health checks, if configured.
+    pub health: Option<config::Health>,
+    /// Passive checks, if configured.
+    pub passive: Option<config::Passive>,
+    /// Weight ramp-up time of a server that becomes usable.
+    pub slow_start: Duration,
+    /// How long a draining server keeps its sticky traffic.
+    pub drain_timeout: Duration,
+    /// Where weights come from.
+    pub weights: WeightSource,
     /// Servers in config order.
     pub servers: Vec<Arc<ServerRt>>,
 }
@@ -69,6 +107,9 @@ pub struct ListenerRt {
     pub x_forwarded_proto: bool,
     /// Compiled rules, if the listener has a rule file.
     pub rules: Option<Arc<rules::RuleSet>>,
+    /// Times each rule decided a request (by rule index); carried across reloads while the
+    /// labels stay the same.
+    pub rule_hits: Arc<[AtomicU64]>,
     /// What a change of server on a keep-alive connection does.
     pub connection_persistence: ConnectionPersistence,
     /// Open a connection to the client address's last server while its request is read.
@@ -110,6 +151,7 @@ impl Snapshot {
             .iter()
             .zip(rules)
             .map(|(l, rules)| ListenerRt {
+                rule_hits: rule_hits(rules.as_deref(), previous.and_then(|p| p.listener(&l.name))),
                 name: l.name.clone(),
                 // Validated by config: default_group names an existing group.
                 default_group: groups.iter().position(|g| g.name == l.default_group).unwrap_or(0),
@@ -125,6 +167,11 @@ impl Snapshot {
             HeadLimits { max_head_bytes: limits.max_head_bytes, max_headers: limits.max_headers };
         let max_body = if limits.max_body_bytes == 0 { u64::MAX } else { limits.max_body_bytes };
         Snapshot { generation, listeners, groups, head_limits, max_body, config }
+    }
+
+    /// The listener named `name`.
+    pub fn listener(&self, name: &str) -> Option<&ListenerRt> {
+        self.listeners.iter().find(|l| l.name == name)
     }
 
     /// Group `index` (an index taken from this snapshot).
@@ -144,6 +191,19 @@ impl Snapshot {
     }
 }
 
+/// Hit counters for `rules`: the previous listener's when its rules have the same labels.
+fn rule_hits(rules: Option<&rules::RuleSet>, previous: Option<&ListenerRt>) -> Arc<[AtomicU64]> {
+    let labels = |r: Option<&rules::RuleSet>| -> Vec<String> {
+        r.map_or_else(Vec::new, |r| (0..r.len()).filter_map(|i| r.label(i).map(str::to_string)).collect())
+    };
+    if let Some(p) = previous {
+        if labels(p.rules.as_deref()) == labels(rules) {
+            return Arc::clone(&p.rule_hits);
+        }
+    }
+    (0..rules.map_or(0, |r| r.len())).map(|_| AtomicU64::new(0)).collect()
+}
+
 fn build_group(group: &config::Group, previous: Option<&Snapshot>, generation: u64) -> GroupRt {
     let old = previous.and_then(|p| p.groups.iter().find(|g| g.name == group.name));
     let servers = group
@@ -158,9 +218,12 @@ fn build_group(group: &config::Group, previous: Option<&Snapshot>, generation: u
             match kept {
                 Some(rt) => {
                     rt.weight.store(s.weight, Ordering::Relaxed);
+                    rt.set_state(s.state);
                     Arc::clone(rt)
                 }
-                None => Arc::new(new_server(s)),
+                // A server that joins a running switch ramps up (slow start); one there
+                // from the start takes its full weight at once.
+                None => Arc::new(new_server(s, generation > 0)),
             }
         })
         .collect();
@@ -171,6 +234,11 @@ fn build_group(group: &config::Group, previous: Option<&Snapshot>, generation: u
         hash_key: group.hash_key.clone(),
         shared: None,
         persistence: None,
+        health: group.health.clone(),
+        passive: group.passive.clone(),
+        slow_start: group.slow_start,
+        drain_timeout: group.drain_timeout,
+        weights: group.weights,
         servers,
     };
     rt.shared = shared_slot(&rt, old.map(|g| &**g), generation);
@@ -179,16 +247,28 @@ fn build_group(group: &config::Group, previous: Option<&Snapshot>, generation: u
     rt
 }
 
-fn new_server(s: &config::Server) -> ServerRt {
-    ServerRt {
+fn new_server(s: &config::Server, joins: bool) -> ServerRt {
+    let live = Live::new(s.weight);
+    if joins {
+        live.ramp_from_ms.store(now_ms().max(1), Ordering::Relaxed);
+    }
+    let rt = ServerRt {
         id: NEXT_SERVER_ID.fetch_add(1, Ordering::Relaxed),
         name: s.name.clone(),
         addr: s.addr,
         weight: AtomicU32::new(s.weight),
+        state: AtomicU8::new(0),
+        live,
         active: AtomicU32::new(0),
         queued: AtomicUsize::new(0),
         slots: (s.maxconn > 0).then(|| Arc::new(Semaphore::new(s.maxconn as usize))),
         maxconn: s.maxconn,
         cookie: s.cookie.clone(),
+    };
+    rt.set_state(s.state);
+    if s.state != ServerState::Ready {
+        // Not usable until the control loop says so.
+        rt.live.effective_weight.store(0, Ordering::Relaxed);
     }
+    rt
 }

@@ -73,9 +73,19 @@ pub enum Counter {
     Preallocated,
     /// Requests that went to the pre-allocated server's connection.
     PreallocatedUsed,
+    /// Active health checks that failed.
+    HealthCheckFailures,
+    /// Servers taken down by active checks.
+    ServersDown,
+    /// Servers taken out by passive checks.
+    PassiveOuts,
+    /// Capacity reports applied.
+    AgentReports,
+    /// Capacity reports refused (malformed, wrong token, unknown server).
+    AgentReportsRejected,
 }
 
-const COUNTERS: usize = Counter::PreallocatedUsed as usize + 1;
+const COUNTERS: usize = Counter::AgentReportsRejected as usize + 1;
 
 impl Counter {
     /// Stable snake_case label.
@@ -115,7 +125,82 @@ impl Counter {
             PersistenceHits => "persistence_hits",
             Preallocated => "preallocated",
             PreallocatedUsed => "preallocated_used",
+            HealthCheckFailures => "health_check_failures",
+            ServersDown => "servers_down",
+            PassiveOuts => "passive_outs",
+            AgentReports => "agent_reports",
+            AgentReportsRejected => "agent_reports_rejected",
         }
+    }
+
+    /// Every counter, in declaration order.
+    pub const ALL: [Counter; COUNTERS] = {
+        use Counter::*;
+        [
+            Accepted,
+            RefusedConnLimit,
+            Requests,
+            BadRequest,
+            HeadTooLarge,
+            BodyTooLarge,
+            NotImplemented,
+            BadVersion,
+            HeadTimeout,
+            IdleTimeout,
+            ClientTimeout,
+            QueueFull,
+            QueueTimeout,
+            NoServer,
+            ConnectFailed,
+            ConnectTimeout,
+            Retries,
+            BadResponse,
+            ServerAborted,
+            ServerTimeout,
+            PoolReuse,
+            ServerConnects,
+            Tunnels,
+            Reloads,
+            ReloadsFailed,
+            RuleDenied,
+            RuleDropped,
+            RuleRedirects,
+            ServerChangeCloses,
+            ServerChangeRedirects,
+            PersistenceHits,
+            Preallocated,
+            PreallocatedUsed,
+            HealthCheckFailures,
+            ServersDown,
+            PassiveOuts,
+            AgentReports,
+            AgentReportsRejected,
+        ]
+    };
+
+    /// True for the counters that count a request or connection refused or failed (the
+    /// metrics' "refusals by reason").
+    pub fn is_refusal(&self) -> bool {
+        use Counter::*;
+        matches!(
+            self,
+            RefusedConnLimit
+                | BadRequest
+                | HeadTooLarge
+                | BodyTooLarge
+                | NotImplemented
+                | BadVersion
+                | HeadTimeout
+                | ClientTimeout
+                | QueueFull
+                | QueueTimeout
+                | NoServer
+                | BadResponse
+                | ServerAborted
+                | ServerTimeout
+                | RuleDenied
+                | RuleDropped
+        )
     }
 }
 

@@ -73,7 +73,6 @@ impl StickyIp {
     }
 
     /// Entries held (expired ones not yet removed included).
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.table.load().entries.len()
     }

@@ -82,6 +82,8 @@ impl Switch {
         let (addrs, sockets) = bind_all(&config, workers)?;
         let sinks = (0..workers).map(|_| open_sink(&config)).collect::<io::Result<Vec<_>>>()?;
         let sticky_lifetime = config.timeouts.sticky_ip;
+        let agents = bind_agents(&config)?;
+        let listener_count = config.listeners.len();
         let shared = Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(Snapshot::build(config, rules, None, 0)),
             stats: Stats::default(),
@@ -90,6 +92,9 @@ impl Switch {
             shutdown_notify: tokio::sync::Notify::new(),
             sticky_ip: crate::sticky::StickyIp::new(sticky_lifetime),
             last_server: Default::default(),
+            weights_epoch: Default::default(),
+            listeners: (0..listener_count).map(|_| Default::default()).collect(),
+            started: std::time::Instant::now(),
         });
         let mut threads = Vec::with_capacity(workers);
         for (i, (listeners, sink)) in sockets.into_iter().zip(sinks).enumerate() {
@@ -99,6 +104,7 @@ impl Switch {
                 .spawn(move || worker::run(shared, listeners, sink))?;
             threads.push(t);
         }
+        threads.push(crate::health::spawn(Arc::clone(&shared), agents)?);
         Ok(Switch { shared, addrs, threads: Mutex::new(threads) })
     }
 
@@ -110,6 +116,31 @@ impl Switch {
     /// Counters.
     pub fn stats(&self) -> &Stats {
         &self.shared.stats
+    }
+
+    /// Version, uptime, generation, listeners and counters.
+    pub fn status(&self) -> crate::view::StatusView {
+        crate::view::status(&self.shared, &self.addrs)
+    }
+
+    /// Every group with its scheduler, checks and load.
+    pub fn groups(&self) -> Vec<crate::view::GroupView> {
+        crate::view::groups(&self.shared.snapshot.load())
+    }
+
+    /// Every server of every group: state, health, weights, capacity, traffic, latency.
+    pub fn servers(&self) -> Vec<crate::view::ServerView> {
+        crate::view::servers(&self.shared.snapshot.load())
+    }
+
+    /// The stick tables and their sizes.
+    pub fn stick_tables(&self) -> Vec<crate::view::StickTableView> {
+        crate::view::stick_tables(&self.shared, &self.shared.snapshot.load())
+    }
+
+    /// Each listener's rules with their hit counts.
+    pub fn rules(&self) -> Vec<crate::view::RulesView> {
+        crate::view::rules(&self.shared.snapshot.load())
     }
 
     /// The config in force.
@@ -168,7 +199,20 @@ fn worker_count(config: &Config) -> usize {
     }
 }
 
+/// Binds `[agents]`'s UDP socket, if configured.
+fn bind_agents(config: &Config) -> io::Result<Option<std::net::UdpSocket>> {
+    let Some(agents) = &config.agents else { return Ok(None) };
+    let socket = std::net::UdpSocket::bind(agents.bind)
+        .map_err(|e| io::Error::new(e.kind(), format!("[agents] cannot bind {}: {e}", agents.bind)))?;
+    socket.set_nonblocking(true)?;
+    Ok(Some(socket))
+}
+
 fn same_listeners(old: &Config, new: &Config) -> Result<(), ReloadError> {
+    let agents = |c: &Config| c.agents.as_ref().map(|a| a.bind);
+    if agents(old) != agents(new) {
+        return Err(ReloadError::ListenersChanged("[agents]".into()));
+    }
     let key = |c: &Config| c.listeners.iter().map(|l| (l.name.clone(), l.bind)).collect::<Vec<_>>();
     let (a, b) = (key(old), key(new));
     if a == b {

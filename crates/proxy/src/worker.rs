@@ -35,6 +35,13 @@ pub struct Shared {
     pub sticky_ip: crate::sticky::StickyIp,
     /// The last server each client address used (pre-allocation).
     pub last_server: crate::prealloc::LastServer,
+    /// Bumped whenever the health control loop changes an effective weight: schedulers
+    /// rebuild when it moves.
+    pub weights_epoch: std::sync::atomic::AtomicU64,
+    /// Per-listener traffic, in config order.
+    pub listeners: Vec<crate::live::ListenerLive>,
+    /// When the switch started.
+    pub started: std::time::Instant,
 }
 
 /// Per-worker state; lives in an `Rc` on the worker's thread.

@@ -105,6 +105,11 @@ impl RuleSet {
         self.ir.rules.len()
     }
 
+    /// The label of rule `r` (rules are numbered in file order, as in decisions).
+    pub fn label(&self, r: usize) -> Option<&str> {
+        self.ir.rules.get(r).map(|rule| rule.label.as_str())
+    }
+
     /// True for a rules file without rules.
     pub fn is_empty(&self) -> bool {
         self.ir.rules.is_empty()

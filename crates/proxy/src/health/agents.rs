@@ -1,0 +1,58 @@
+//! The receiving end of `cswitch agent` reports (seed 004 §3.3): a UDP socket; each valid
+//! report (right token) stores the capacity and the time in every server with the
+//! reported address. The control loop turns them into weights and treats a server whose
+//! last report is older than `silent_after` as capacity 0.
+
+use crate::live::now_ms;
+use crate::stats::Counter;
+use crate::worker::Shared;
+use agent::wire::{token_matches, Report};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::net::UdpSocket;
+
+/// Receives reports until the task is aborted.
+pub async fn receive(shared: Arc<Shared>, socket: UdpSocket) {
+    let mut buf = [0u8; 1024];
+    loop {
+        let (n, from) = match socket.recv_from(&mut buf).await {
+            Ok(pair) => pair,
+            Err(e) => {
+                tracing::warn!(error = %e, "agent socket receive failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        match accept(&shared, &buf[..n]) {
+            Ok(()) => shared.stats.inc(Counter::AgentReports),
+            Err(reason) => {
+                shared.stats.inc(Counter::AgentReportsRejected);
+                tracing::debug!(%from, reason, "agent report rejected");
+            }
+        }
+    }
+}
+
+/// Applies one datagram; `Err` says why it was refused.
+fn accept(shared: &Shared, datagram: &[u8]) -> Result<(), String> {
+    let report = Report::parse(datagram).map_err(|e| e.to_string())?;
+    let snap = shared.snapshot.load();
+    let expected = snap.config.agents.as_ref().and_then(|a| a.token.as_deref());
+    if let Some(token) = expected {
+        if !token_matches(token, report.token.as_deref()) {
+            return Err("wrong or missing token".into());
+        }
+    }
+    let now = now_ms().max(1);
+    let mut found = false;
+    for server in snap.groups.iter().flat_map(|g| g.servers.iter()).filter(|s| s.addr == report.server) {
+        server.live.capacity.store(report.capacity, Ordering::Relaxed);
+        server.live.reported_at_ms.store(now, Ordering::Relaxed);
+        found = true;
+    }
+    if found {
+        Ok(())
+    } else {
+        Err(format!("no server has address {}", report.server))
+    }
+}
