@@ -1,6 +1,6 @@
 //! cswitch: a Layer-7 content switch.
 //!
-//! The binary owns the command line (`run`, `check`, `demo`), process signals (SIGTERM /
+//! The binary owns the command line (`run`, `check`, `demo`, `explain`, `simulate`, `agent`), process signals (SIGTERM /
 //! Ctrl-C: graceful stop; SIGHUP: validated reload) and the wiring of config → data plane.
 //! It is the only crate that uses `anyhow`.
 
@@ -56,6 +56,9 @@ enum Command {
     /// Replay a URL trace through the schedulers, with an LRU cache per server: load
     /// imbalance, cache hit ratio, disk bytes and keys moved per algorithm and server count.
     Simulate(simulate::Args),
+    /// Run on a server host: measure load every second, turn it into a capacity
+    /// (g(x) = C·e^(−k·x)) and report it to the switches (their `[agents]` socket).
+    Agent(agent::AgentArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
             explain::run(&config, &request, src, listener.as_deref())
         }
         Command::Simulate(args) => simulate::run(&args),
+        Command::Agent(args) => agent::run_blocking(args).map_err(anyhow::Error::msg),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -58,23 +58,10 @@ fn rule_file_stamps(cfg: &config::Config) -> Vec<Option<std::time::SystemTime>> 
 }
 
 fn reload(switch: &proxy::Switch, path: &Path) {
-    let new = match config::load(path) {
-        Ok(cfg) => cfg,
-        Err(diags) => {
-            switch.note_failed_reload();
-            tracing::error!("reload refused, config unchanged:\n{diags}");
-            return;
-        }
-    };
-    let old = switch.config();
-    match switch.reload(new.clone()) {
-        Ok(generation) => {
-            let changes = config::diff(&old, &new);
-            tracing::info!(generation, changes = changes.len(), "config reloaded");
-            for change in changes {
-                tracing::info!("  {change}");
-            }
-        }
-        Err(e) => tracing::error!("reload refused, config unchanged: {e}"),
+    if switch.config().source != path {
+        tracing::warn!(path = %path.display(), "reloading a config file other than the running one");
+    }
+    if let Err(e) = switch.reload_file("reload") {
+        tracing::error!("reload refused, config unchanged:\n{e}");
     }
 }

@@ -17,6 +17,7 @@ mod access_log;
 mod balancing;
 mod buf;
 mod exchange;
+pub mod explain;
 mod health;
 mod io;
 mod live;

@@ -138,6 +138,26 @@ impl Switch {
         crate::view::stick_tables(&self.shared, &self.shared.snapshot.load())
     }
 
+    /// How `raw` (a request head and body) from `src` would be routed on `listener`
+    /// (default: the first), with the servers' current effective weights.
+    pub fn explain(
+        &self,
+        listener: Option<&str>,
+        raw: &[u8],
+        src: SocketAddr,
+    ) -> Result<crate::explain::Explanation, String> {
+        let snap = self.shared.snapshot.load();
+        let rules: Vec<Option<Arc<RuleSet>>> = snap.listeners.iter().map(|l| l.rules.clone()).collect();
+        let weight = |group: &str, server: &config::Server| {
+            snap.groups
+                .iter()
+                .find(|g| g.name == group)
+                .and_then(|g| g.servers.iter().find(|s| s.name == server.name))
+                .map_or(0, |s| s.live.effective_weight.load(Ordering::Relaxed))
+        };
+        crate::explain::explain(&snap.config, &rules, listener, raw, src, &weight)
+    }
+
     /// Each listener's rules with their hit counts.
     pub fn rules(&self) -> Vec<crate::view::RulesView> {
         crate::view::rules(&self.shared.snapshot.load())
@@ -167,6 +187,32 @@ impl Switch {
         self.shared.snapshot.store(Arc::new(next));
         self.shared.stats.inc(Counter::Reloads);
         Ok(generation)
+    }
+
+    /// Applies `config` like [`Switch::reload`] and logs what changed; the changes are
+    /// returned. Config file reloads (SIGHUP, the admin API) and the admin API's edits
+    /// all come through here.
+    pub fn apply(&self, config: Config, why: &str) -> Result<(u64, Vec<config::Change>), ReloadError> {
+        let old = self.config();
+        let changes = config::diff(&old, &config);
+        let generation = self.reload(config)?;
+        tracing::info!(generation, changes = changes.len(), "config applied ({why})");
+        for change in &changes {
+            tracing::info!("  {change}");
+        }
+        Ok((generation, changes))
+    }
+
+    /// Re-reads the config file the switch was started with (or last reloaded from) and
+    /// applies it. A file that does not validate changes nothing; its diagnostics are
+    /// returned (and counted as a failed reload).
+    pub fn reload_file(&self, why: &str) -> Result<(u64, Vec<config::Change>), String> {
+        let path = self.config().source;
+        let config = config::load(&path).map_err(|diags| {
+            self.note_failed_reload();
+            diags.to_string()
+        })?;
+        self.apply(config, why).map_err(|e| e.to_string())
     }
 
     /// Counts a reload refused before it reached the switch (e.g. an invalid file).

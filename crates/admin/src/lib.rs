@@ -1,0 +1,1 @@
+//! The cswitch admin listener: JSON API, Prometheus metrics and the stats page.
