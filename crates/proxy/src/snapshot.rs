@@ -223,7 +223,7 @@ fn build_group(group: &config::Group, previous: Option<&Snapshot>, generation: u
                 }
                 // A server that joins a running switch ramps up (slow start); one there
                 // from the start takes its full weight at once.
-                None => Arc::new(new_server(s, generation > 0)),
+                None => Arc::new(new_server(s, (generation > 0).then_some(group.slow_start))),
             }
         })
         .collect();
@@ -247,9 +247,15 @@ fn build_group(group: &config::Group, previous: Option<&Snapshot>, generation: u
     rt
 }
 
-fn new_server(s: &config::Server, joins: bool) -> ServerRt {
-    let live = Live::new(s.weight);
-    if joins {
+/// A server runtime; `joins` is the group's slow start when the server joins a running
+/// switch (it then starts at the bottom of its ramp).
+fn new_server(s: &config::Server, joins: Option<Duration>) -> ServerRt {
+    let mut weight = s.weight;
+    if let Some(slow_start) = joins {
+        weight = crate::health::weights::ramp(s.weight, Duration::ZERO, slow_start);
+    }
+    let live = Live::new(weight);
+    if joins.is_some() {
         live.ramp_from_ms.store(now_ms().max(1), Ordering::Relaxed);
     }
     let rt = ServerRt {

@@ -70,6 +70,7 @@ pub fn compile_rules(config: &Config) -> Result<Vec<Option<Arc<RuleSet>>>, Strin
 pub struct Switch {
     shared: Arc<Shared>,
     addrs: Vec<(String, SocketAddr)>,
+    agents_addr: Option<SocketAddr>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
@@ -83,6 +84,7 @@ impl Switch {
         let sinks = (0..workers).map(|_| open_sink(&config)).collect::<io::Result<Vec<_>>>()?;
         let sticky_lifetime = config.timeouts.sticky_ip;
         let agents = bind_agents(&config)?;
+        let agents_addr = agents.as_ref().map(|s| s.local_addr()).transpose()?;
         let listener_count = config.listeners.len();
         let shared = Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(Snapshot::build(config, rules, None, 0)),
@@ -105,12 +107,17 @@ impl Switch {
             threads.push(t);
         }
         threads.push(crate::health::spawn(Arc::clone(&shared), agents)?);
-        Ok(Switch { shared, addrs, threads: Mutex::new(threads) })
+        Ok(Switch { shared, addrs, agents_addr, threads: Mutex::new(threads) })
     }
 
     /// The address listener `name` is bound to (useful with port 0).
     pub fn local_addr(&self, name: &str) -> Option<SocketAddr> {
         self.addrs.iter().find(|(n, _)| n == name).map(|(_, a)| *a)
+    }
+
+    /// The UDP address agent reports are received on (`[agents]`; useful with port 0).
+    pub fn agents_addr(&self) -> Option<SocketAddr> {
+        self.agents_addr
     }
 
     /// Counters.
