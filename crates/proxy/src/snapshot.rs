@@ -31,6 +31,9 @@ pub struct ServerRt {
     pub weight: AtomicU32,
     /// Administrative state (from config; [`ServerRt::state`]).
     state: AtomicU8,
+    /// `now_ms()` the server was removed from the config (0 = it is in the config): it
+    /// stays in its group, draining, until it is idle or `drain_timeout` passes.
+    pub leaving_since_ms: AtomicU64,
     /// Health, capacity and traffic figures.
     pub live: Live,
     /// Requests in flight to this server, across workers (lc/wlc read it).
@@ -53,6 +56,20 @@ impl ServerRt {
             2 => ServerState::Maint,
             _ => ServerState::Ready,
         }
+    }
+
+    /// Whether the server was removed from the config and is draining before it goes.
+    pub fn leaving(&self) -> bool {
+        self.leaving_since_ms.load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether a leaving server may go now: nothing in flight or queued, or its drain
+    /// timeout passed.
+    pub fn done_leaving(&self, drain_timeout: Duration, now: u64) -> bool {
+        let since = self.leaving_since_ms.load(Ordering::Relaxed);
+        let timeout = u64::try_from(drain_timeout.as_millis()).unwrap_or(u64::MAX);
+        let idle = self.active.load(Ordering::Relaxed) == 0 && self.queued.load(Ordering::Relaxed) == 0;
+        since != 0 && (idle || now.saturating_sub(since) >= timeout)
     }
 
     fn set_state(&self, state: ServerState) {
@@ -144,8 +161,23 @@ impl Snapshot {
         generation: u64,
     ) -> Snapshot {
         rules.resize(config.listeners.len(), None);
-        let groups: Vec<Arc<GroupRt>> =
-            config.groups.iter().map(|g| Arc::new(build_group(g, previous, generation))).collect();
+        let silent_after = config.agents.as_ref().map_or(Duration::from_secs(2), |a| a.silent_after);
+        let groups: Vec<Arc<GroupRt>> = config
+            .groups
+            .iter()
+            .map(|g| {
+                let group = build_group(g, previous, generation);
+                // Weights and states take effect with the snapshot, not a tick later.
+                let now = now_ms();
+                let capacities: Vec<Option<u32>> = group
+                    .servers
+                    .iter()
+                    .map(|s| crate::health::weights::fresh_capacity(s, now, silent_after, now))
+                    .collect();
+                crate::health::weights::apply(&group, &capacities, now);
+                Arc::new(group)
+            })
+            .collect();
         let listeners = config
             .listeners
             .iter()
@@ -206,7 +238,7 @@ fn rule_hits(rules: Option<&rules::RuleSet>, previous: Option<&ListenerRt>) -> A
 
 fn build_group(group: &config::Group, previous: Option<&Snapshot>, generation: u64) -> GroupRt {
     let old = previous.and_then(|p| p.groups.iter().find(|g| g.name == group.name));
-    let servers = group
+    let mut servers: Vec<Arc<ServerRt>> = group
         .servers
         .iter()
         .map(|s| {
@@ -218,6 +250,7 @@ fn build_group(group: &config::Group, previous: Option<&Snapshot>, generation: u
             match kept {
                 Some(rt) => {
                     rt.weight.store(s.weight, Ordering::Relaxed);
+                    rt.leaving_since_ms.store(0, Ordering::Relaxed);
                     rt.set_state(s.state);
                     Arc::clone(rt)
                 }
@@ -227,6 +260,10 @@ fn build_group(group: &config::Group, previous: Option<&Snapshot>, generation: u
             }
         })
         .collect();
+    if let Some(old) = old {
+        let going: Vec<Arc<ServerRt>> = leaving(old, &servers, group.drain_timeout).collect();
+        servers.extend(going);
+    }
     let mut rt = GroupRt {
         name: group.name.clone(),
         scheduler: group.scheduler,
@@ -247,6 +284,30 @@ fn build_group(group: &config::Group, previous: Option<&Snapshot>, generation: u
     rt
 }
 
+/// Servers of the previous group that the new config no longer has: they stay, draining
+/// (no new requests, no sticky traffic), until their in-flight requests are done or the
+/// group's drain timeout passes. A new server of the same name replaces a leaving one at
+/// once. (To move sticky sessions off gently first, set `state = "drain"`, then remove.)
+fn leaving<'a>(
+    old: &'a GroupRt,
+    kept: &'a [Arc<ServerRt>],
+    drain_timeout: Duration,
+) -> impl Iterator<Item = Arc<ServerRt>> + 'a {
+    let now = now_ms().max(1);
+    old.servers
+        .iter()
+        .filter(move |o| !kept.iter().any(|k| Arc::ptr_eq(k, o) || k.name == o.name))
+        .filter(move |o| !o.done_leaving(drain_timeout, now))
+        .map(move |o| {
+            if o.leaving_since_ms.load(Ordering::Relaxed) == 0 {
+                o.leaving_since_ms.store(now, Ordering::Relaxed);
+                tracing::info!(server = %o.name, "server removed from the config: draining before it goes");
+            }
+            o.set_state(ServerState::Drain);
+            Arc::clone(o)
+        })
+}
+
 /// A server runtime; `joins` is the group's slow start when the server joins a running
 /// switch (it then starts at the bottom of its ramp).
 fn new_server(s: &config::Server, joins: Option<Duration>) -> ServerRt {
@@ -264,6 +325,7 @@ fn new_server(s: &config::Server, joins: Option<Duration>) -> ServerRt {
         addr: s.addr,
         weight: AtomicU32::new(s.weight),
         state: AtomicU8::new(0),
+        leaving_since_ms: AtomicU64::new(0),
         live,
         active: AtomicU32::new(0),
         queued: AtomicUsize::new(0),

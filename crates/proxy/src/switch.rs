@@ -97,6 +97,7 @@ impl Switch {
             weights_epoch: Default::default(),
             listeners: (0..listener_count).map(|_| Default::default()).collect(),
             started: std::time::Instant::now(),
+            snapshot_writer: Mutex::new(()),
         });
         let mut threads = Vec::with_capacity(workers);
         for (i, (listeners, sink)) in sockets.into_iter().zip(sinks).enumerate() {
@@ -178,6 +179,7 @@ impl Switch {
     /// Applies a validated config: new requests use it, requests in flight finish on the
     /// old one. Listener changes are refused (nothing changes then).
     pub fn reload(&self, config: Config) -> Result<u64, ReloadError> {
+        let _writer = self.shared.snapshot_writer.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.shared.snapshot.load_full();
         if let Err(e) = same_listeners(&current.config, &config) {
             self.shared.stats.inc(Counter::ReloadsFailed);

@@ -42,6 +42,21 @@ pub struct Shared {
     pub listeners: Vec<crate::live::ListenerLive>,
     /// When the switch started.
     pub started: std::time::Instant,
+    /// Held by whoever builds and stores a new snapshot (reload, admin edits, the health
+    /// loop dropping servers that finished leaving), so no update is lost between them.
+    pub snapshot_writer: std::sync::Mutex<()>,
+}
+
+impl Shared {
+    /// Rebuilds the current snapshot from its own config (generation + 1): servers that
+    /// finished leaving drop out. Rules and everything else carry over.
+    pub fn rebuild_snapshot(&self) {
+        let _writer = self.snapshot_writer.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.snapshot.load_full();
+        let rules = current.listeners.iter().map(|l| l.rules.clone()).collect();
+        let next = Snapshot::build(current.config.clone(), rules, Some(&current), current.generation + 1);
+        self.snapshot.store(Arc::new(next));
+    }
 }
 
 /// Per-worker state; lives in an `Rc` on the worker's thread.

@@ -10,7 +10,7 @@ use common::{get, origin_of, start_with, Harness};
 use proxy::view::ServerView;
 use proxy::Counter;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use testkit::RawClient;
 
@@ -48,11 +48,11 @@ fn load_file(tag: &str, load: u32) -> PathBuf {
     path
 }
 
-fn agent_for(server: SocketAddr, switch: SocketAddr, file: &PathBuf, token: Option<&str>) -> AgentHandle {
+fn agent_for(server: SocketAddr, switch: SocketAddr, file: &Path, token: Option<&str>) -> AgentHandle {
     agent::spawn(AgentConfig {
         server,
         switches: vec![switch],
-        metric: Metric::File(file.clone()),
+        metric: Metric::File(file.to_path_buf()),
         port_filter: None,
         capacity: CapacityFn::default(),
         interval: Duration::from_millis(100),

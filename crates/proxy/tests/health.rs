@@ -325,3 +325,26 @@ async fn maintenance_stops_all_traffic_sticky_included() {
     let seen = spread(&h, 6).await;
     assert!(seen.iter().all(|o| o == other), "{seen:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_removed_by_reload_drains_before_it_goes() {
+    let h = start_with(&["s1", "s2"], "rr", "").await;
+    // Two slow requests: with rr one lands on each server.
+    let addr = h.addr;
+    let slow: Vec<_> =
+        (0..2).map(|_| tokio::spawn(async move { testkit::get(addr, "/slow/600").await.unwrap() })).collect();
+    wait_for(Duration::from_secs(1), || server(&h, "s2").active == 1).await.expect("s2 busy");
+    let generation = h.switch.status().generation;
+    apply(&h, |c| config::edit::remove_server(c, "web", "s2").unwrap());
+    // Still listed while its request runs, draining, and taking nothing new.
+    let s2 = server(&h, "s2");
+    assert_eq!((s2.state, s2.active), ("drain", 1));
+    let seen = spread(&h, 4).await;
+    assert!(seen.iter().all(|o| o == "s1"), "{seen:?}");
+    for t in slow {
+        assert_eq!(t.await.unwrap().status, 200, "the request in flight on the removed server completes");
+    }
+    let gone = wait_for(Duration::from_secs(1), || h.switch.servers().iter().all(|s| s.name != "s2")).await;
+    assert!(gone.is_some(), "gone once idle");
+    assert_eq!(h.switch.status().generation, generation + 2, "the reload, then the drop");
+}

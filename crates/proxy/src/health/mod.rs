@@ -58,11 +58,20 @@ async fn run(shared: Arc<Shared>, agents: Option<std::net::UdpSocket>) {
         let snap = shared.snapshot.load_full();
         control.sync_checkers(&shared, &snap);
         control.update(&shared, &snap);
+        if someone_left(&snap) {
+            shared.rebuild_snapshot();
+        }
     }
     control.stop_all();
     if let Some(task) = receiver {
         task.abort();
     }
+}
+
+/// Whether a server removed from the config has finished draining (it can go).
+fn someone_left(snap: &Snapshot) -> bool {
+    let now = now_ms();
+    snap.groups.iter().any(|g| g.servers.iter().any(|s| s.leaving() && s.done_leaving(g.drain_timeout, now)))
 }
 
 /// One running check loop and the settings it was started with.

@@ -97,7 +97,10 @@ pub fn apply(group: &GroupRt, capacities: &[Option<u32>], now: u64) -> bool {
         changed |= live.effective_weight.swap(weight, Ordering::Relaxed) != weight;
         let drain_since = live.drain_since_ms.load(Ordering::Relaxed);
         let drained_for = Duration::from_millis(now.saturating_sub(drain_since));
-        let ok = sticky_ok(state, live.health(), passive_out, drained_for, group.drain_timeout);
+        // A server removed from the config finishes its in-flight requests only: the
+        // config says it is gone, so its sessions move now (as after an HAProxy reload).
+        let ok = !server.leaving()
+            && sticky_ok(state, live.health(), passive_out, drained_for, group.drain_timeout);
         live.sticky_ok.store(ok, Ordering::Relaxed);
     }
     changed
