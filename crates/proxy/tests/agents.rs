@@ -41,11 +41,27 @@ async fn spread(h: &Harness, n: usize) -> Vec<String> {
     seen
 }
 
-/// A load file the agent reads (`metric = file:…`), unique per test and server.
-fn load_file(tag: &str, load: u32) -> PathBuf {
+/// A load file the agent reads (`metric = file:…`), unique per test and server; removed
+/// when dropped.
+struct LoadFile(PathBuf);
+
+impl std::ops::Deref for LoadFile {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for LoadFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn load_file(tag: &str, load: u32) -> LoadFile {
     let path = std::env::temp_dir().join(format!("cswitch-load-{}-{tag}", std::process::id()));
     std::fs::write(&path, load.to_string()).unwrap();
-    path
+    LoadFile(path)
 }
 
 fn agent_for(server: SocketAddr, switch: SocketAddr, file: &Path, token: Option<&str>) -> AgentHandle {
@@ -104,7 +120,7 @@ async fn capacities_follow_load_through_g_of_x() {
     let seen = spread(&h, 257).await;
     assert_eq!(seen.iter().filter(|o| *o == "s2").count(), 1, "wrr 256 : 1");
     // Load falls: capacity and share rise.
-    std::fs::write(&f2, "0").unwrap();
+    std::fs::write(&*f2, "0").unwrap();
     wait_for(Duration::from_secs(2), || server(&h, "s2").effective_weight == 256).await.expect("recovered");
 }
 
@@ -113,7 +129,7 @@ async fn sieve_uses_reported_capacities_and_a_silent_server_gets_none() {
     let extra = "weights = \"agent\"\nhash_key = \"path\"\n[agents]\nbind = \"127.0.0.1:0\"\nsilent_after = \"500ms\"\n";
     let h = start_with(&["s1", "s2", "s3"], "sieve", extra).await;
     let udp = h.switch.agents_addr().unwrap();
-    let files: Vec<PathBuf> = (0..3).map(|i| load_file(&format!("sieve{i}"), 0)).collect();
+    let files: Vec<LoadFile> = (0..3).map(|i| load_file(&format!("sieve{i}"), 0)).collect();
     let mut agents: Vec<Option<AgentHandle>> =
         h.origins.iter().zip(&files).map(|(o, f)| Some(agent_for(o.addr(), udp, f, None))).collect();
     wait_for(Duration::from_secs(2), || h.switch.servers().iter().all(|s| s.capacity == Some(1 << 20)))
