@@ -1,1 +1,78 @@
 //! The cswitch admin listener: JSON API, Prometheus metrics and the stats page.
+//!
+//! Owns the operator's HTTP door into a running [`proxy::Switch`]: it reads the switch's
+//! views (status, groups, servers, stick tables, rules), turns them into JSON, Prometheus
+//! text and the stats page, and makes run-time edits (add, drain, remove, weight, state,
+//! reload) through [`proxy::Switch::apply`] — the same path as a config file reload, so
+//! nothing is ever half-applied. It runs on its own thread with a single-threaded runtime,
+//! away from the workers: a slow scrape or a reload never takes a worker's event loop.
+//!
+//! Layout: `server` (accept loop, connection limit, one request per connection), `http`
+//! (request reading with size and time limits, responses), `auth` (the token: Bearer or
+//! Basic, compared in constant time), `routes` (path and method → handler, the read-only
+//! views and explain), `edits` (the mutations, serialized, and drain-then-remove),
+//! `metrics` (the Prometheus exposition built from the views at each scrape).
+
+mod auth;
+mod edits;
+mod http;
+mod metrics;
+mod routes;
+mod server;
+
+use proxy::Switch;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use tokio::sync::oneshot;
+
+/// The running admin listener. Dropping it stops the listener (as [`AdminHandle::stop`]).
+pub struct AdminHandle {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl AdminHandle {
+    /// The address the listener is bound to (the real port when the config says port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting, drops open admin connections and pending drain-then-remove tasks
+    /// (a draining server then stays in the config, draining), and waits for the thread.
+    pub fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for AdminHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Starts the admin listener configured in `switch.config().admin`; `Ok(None)` when the
+/// config has no `[admin]`. The bind address is read once: a reload that changes it takes
+/// effect on restart, while the token is read again on every request.
+pub fn start(switch: Arc<Switch>) -> io::Result<Option<AdminHandle>> {
+    let Some(admin) = switch.config().admin else { return Ok(None) };
+    let listener = std::net::TcpListener::bind(admin.bind)
+        .map_err(|e| io::Error::new(e.kind(), format!("[admin] cannot bind {}: {e}", admin.bind)))?;
+    listener.set_nonblocking(true)?;
+    let addr = listener.local_addr()?;
+    // Built here, not on the thread, so a runtime that cannot start is an error to the caller.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let ctx = Arc::new(server::Ctx::new(switch, admin.token, addr));
+    let (stop, stopped) = oneshot::channel();
+    let thread = std::thread::Builder::new()
+        .name("cswitch-admin".into())
+        .spawn(move || runtime.block_on(server::serve(listener, ctx, stopped)))?;
+    Ok(Some(AdminHandle { addr, stop: Some(stop), thread: Some(thread) }))
+}

@@ -18,10 +18,12 @@ pub fn run() -> anyhow::Result<()> {
         .map_err(|d| anyhow::anyhow!("embedded demo config is invalid:\n{d}"))?;
     let origins_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let origins = origins_rt.block_on(start_origins(&cfg))?;
-    let switch = proxy::Switch::start(cfg).context("starting the switch")?;
+    let switch = std::sync::Arc::new(proxy::Switch::start(cfg).context("starting the switch")?);
     let addr = switch.local_addr("web").context("demo config has no listener 'web'")?;
-    print_banner(addr, &origins);
+    let admin = crate::start_admin(&switch)?;
+    print_banner(addr, &origins, admin.as_ref().map(|a| a.local_addr()));
     crate::signals::serve_until_stopped(&switch, None)?;
+    drop(admin);
     drop(origins);
     Ok(())
 }
@@ -40,7 +42,11 @@ async fn start_origins(cfg: &config::Config) -> anyhow::Result<Vec<testkit::Orig
     Ok(origins)
 }
 
-fn print_banner(addr: std::net::SocketAddr, origins: &[testkit::Origin]) {
+fn print_banner(
+    addr: std::net::SocketAddr,
+    origins: &[testkit::Origin],
+    admin: Option<std::net::SocketAddr>,
+) {
     println!("cswitch demo: switch on http://{addr}/ in front of:");
     for o in origins {
         println!("  origin {} on {}", o.name(), o.addr());
@@ -53,5 +59,12 @@ fn print_banner(addr: std::net::SocketAddr, origins: &[testkit::Origin]) {
     println!("  curl -i -d '<purchase><totalAmount>600</totalAmount></purchase>' -H 'Content-Type: text/xml' http://{addr}/cgi/xmlprocess.pl     # default group");
     println!("  curl -i http://{addr}/admin/             # rule Admin: 403");
     println!("  curl -si http://{addr}/a http://{addr}/b http://{addr}/c | grep X-Origin   # one connection, per-request routing");
+    if let Some(admin) = admin {
+        println!("Stats page: http://{admin}/ (live per-server charts); metrics: http://{admin}/metrics");
+        println!("  cswitch ctl --addr {admin} servers        # the servers as a table");
+        println!(
+            "  cswitch ctl --addr {admin} drain web/s2   # s2 takes no new requests (ready web/s2 undoes it)"
+        );
+    }
     println!("Access log below. Ctrl-C stops.");
 }

@@ -1,9 +1,11 @@
 //! cswitch: a Layer-7 content switch.
 //!
-//! The binary owns the command line (`run`, `check`, `demo`, `explain`, `simulate`, `agent`), process signals (SIGTERM /
-//! Ctrl-C: graceful stop; SIGHUP: validated reload) and the wiring of config → data plane.
+//! The binary owns the command line (`run`, `check`, `demo`, `explain`, `simulate`, `agent`, `ctl`), process signals (SIGTERM /
+//! Ctrl-C: graceful stop; SIGHUP: validated reload) and the wiring of config → data plane and
+//! admin listener.
 //! It is the only crate that uses `anyhow`.
 
+mod ctl;
 mod demo;
 mod explain;
 mod signals;
@@ -13,6 +15,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 #[derive(Parser)]
 #[command(name = "cswitch", version, about = "A Layer-7 content switch")]
@@ -59,6 +62,9 @@ enum Command {
     /// Run on a server host: measure load every second, turn it into a capacity
     /// (g(x) = C·e^(−k·x)) and report it to the switches (their `[agents]` socket).
     Agent(agent::AgentArgs),
+    /// Talk to a running switch's admin API: status, servers, drain, ready, maint, weight,
+    /// add, remove, reload, explain (`docs/admin.md`).
+    Ctl(ctl::Args),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +79,7 @@ fn main() -> ExitCode {
         }
         Command::Simulate(args) => simulate::run(&args),
         Command::Agent(args) => agent::run_blocking(args).map_err(anyhow::Error::msg),
+        Command::Ctl(args) => ctl::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -87,7 +94,15 @@ fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+    // A log write that fails (stderr's reader went away) is dropped: tracing-subscriber would
+    // otherwise report it with eprintln!, which panics on the same broken stderr and takes
+    // the switch down with it.
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .log_internal_errors(false)
+        .init();
 }
 
 fn check(path: &Path) -> ExitCode {
@@ -114,11 +129,23 @@ fn check(path: &Path) -> ExitCode {
 
 fn run(path: &Path) -> anyhow::Result<()> {
     let cfg = config::load(path).map_err(|d| anyhow::anyhow!("invalid config:\n{d}"))?;
-    let switch = proxy::Switch::start(cfg).context("starting the switch")?;
+    let switch = Arc::new(proxy::Switch::start(cfg).context("starting the switch")?);
     for l in &switch.config().listeners {
         if let Some(addr) = switch.local_addr(&l.name) {
             tracing::info!(listener = %l.name, %addr, "listening");
         }
     }
-    signals::serve_until_stopped(&switch, Some(path))
+    let admin = start_admin(&switch)?;
+    signals::serve_until_stopped(&switch, Some(path))?;
+    drop(admin);
+    Ok(())
+}
+
+/// Starts the admin listener when the config has `[admin]`, and says where it is.
+fn start_admin(switch: &Arc<proxy::Switch>) -> anyhow::Result<Option<admin::AdminHandle>> {
+    let handle = admin::start(Arc::clone(switch)).context("starting the admin listener")?;
+    if let Some(h) = &handle {
+        tracing::info!(addr = %h.local_addr(), "admin listener: JSON API, /metrics, stats page on /");
+    }
+    Ok(handle)
 }

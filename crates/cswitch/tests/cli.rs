@@ -2,14 +2,11 @@
 //! reloads (valid and invalid) and SIGTERM.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-fn cswitch() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_cswitch"))
-}
+use common::{cswitch, tempdir, Running};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 fn workspace_file(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel)
@@ -49,12 +46,6 @@ fn check_reports_every_error_with_position_and_hint() {
     assert!(err.contains("hint: did you mean `scheduler`?"), "{err}");
 }
 
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("cswitch-cli-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 fn config(listen_port: u16, origin: std::net::SocketAddr, name: &str) -> String {
     format!(
         "[global]\nworkers = 1\ngrace_period = \"3s\"\n[access_log]\nenabled = false\n\
@@ -67,23 +58,6 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-fn signal(child: &Child, sig: &str) {
-    let ok = Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap();
-    assert!(ok.success());
-}
-
-/// Waits until stderr shows a line containing `needle`.
-fn wait_for_log(lines: &mut impl Iterator<Item = String>, needle: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    for line in lines.by_ref() {
-        if line.contains(needle) {
-            return line;
-        }
-        assert!(Instant::now() < deadline, "no '{needle}' in the log");
-    }
-    panic!("log ended before '{needle}'");
-}
-
 #[test]
 fn run_reloads_on_sighup_and_stops_on_sigterm() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
@@ -93,9 +67,8 @@ fn run_reloads_on_sighup_and_stops_on_sigterm() {
     let path = dir.join("cswitch.toml");
     let port = free_port();
     std::fs::write(&path, config(port, a.addr(), "a")).unwrap();
-    let mut child = cswitch().args(["run", "--config"]).arg(&path).stderr(Stdio::piped()).spawn().unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines().map_while(Result::ok);
-    wait_for_log(&mut lines, "listening");
+    let mut run = Running::start(&path);
+    run.wait_for("listening");
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let origin_of = |rt: &tokio::runtime::Runtime| {
         let r = rt.block_on(testkit::get(addr, "/")).unwrap();
@@ -105,19 +78,19 @@ fn run_reloads_on_sighup_and_stops_on_sigterm() {
 
     // An invalid file changes nothing and says why.
     std::fs::write(&path, "[[listener]]\nname = 1\n").unwrap();
-    signal(&child, "-HUP");
-    let refused = wait_for_log(&mut lines, "reload refused");
+    run.signal("-HUP");
+    let refused = run.wait_for("reload refused");
     assert!(refused.contains("config unchanged"), "{refused}");
     assert_eq!(origin_of(&rt), "a");
 
     // A valid one switches new requests to b.
     std::fs::write(&path, config(port, b.addr(), "b")).unwrap();
-    signal(&child, "-HUP");
-    wait_for_log(&mut lines, "config reloaded");
+    run.signal("-HUP");
+    run.wait_for("config reloaded");
     assert_eq!(origin_of(&rt), "b");
 
-    signal(&child, "-TERM");
-    let status = child.wait().unwrap();
+    run.signal("-TERM");
+    let status = run.child.wait().unwrap();
     assert!(status.success(), "exit status {status}");
 }
 
@@ -197,9 +170,8 @@ fn a_changed_rule_file_is_reloaded_without_a_signal() {
     );
     let path = dir.join("cswitch.toml");
     std::fs::write(&path, text).unwrap();
-    let mut child = cswitch().args(["run", "--config"]).arg(&path).stderr(Stdio::piped()).spawn().unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines().map_while(Result::ok);
-    wait_for_log(&mut lines, "listening");
+    let mut run = Running::start(&path);
+    run.wait_for("listening");
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let origin = |rt: &tokio::runtime::Runtime| {
         rt.block_on(testkit::get(addr, "/")).unwrap().header("X-Origin").unwrap().to_string()
@@ -208,10 +180,10 @@ fn a_changed_rule_file_is_reloaded_without_a_signal() {
     // mtime resolution: make sure the new file's time differs.
     std::thread::sleep(Duration::from_millis(1100));
     std::fs::write(dir.join("web.rules"), "B: if (prefix(path, \"/\")) { routeTo(gb); }\n").unwrap();
-    wait_for_log(&mut lines, "config reloaded");
+    run.wait_for("config reloaded");
     assert_eq!(origin(&rt), "b");
-    signal(&child, "-TERM");
-    assert!(child.wait().unwrap().success());
+    run.signal("-TERM");
+    assert!(run.child.wait().unwrap().success());
 }
 
 #[test]

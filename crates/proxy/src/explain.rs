@@ -97,7 +97,12 @@ fn decide(
         Action::Route { group, sticky } => {
             let name = rules.groups()[group].clone();
             out.action = "route";
-            out.decision = format!("rule {rule} routes to group {name} ({sticky:?})");
+            let sticky = match sticky {
+                rules::Sticky::IpPort => "STICKY_IP_PORT",
+                rules::Sticky::Ip => "STICKY_IP",
+                rules::Sticky::Off => "NONSTICKY",
+            };
+            out.decision = format!("rule {rule} routes to group {name} ({sticky})");
             out.group = Some(name);
         }
         Action::Default => {

@@ -40,4 +40,4 @@ mod worker;
 
 pub use balancing::extract_key;
 pub use stats::{Counter, Stats};
-pub use switch::{compile_rules, ReloadError, Switch};
+pub use switch::{compile_rules, EditFailed, ReloadError, Switch};

@@ -167,7 +167,9 @@ pub fn quantile_us(counts: &[u64], q: f64) -> Option<u64> {
     if total == 0 {
         return None;
     }
-    let rank = (q.clamp(0.0, 1.0) * total as f64).max(1.0);
+    // The rank of the quantile among `total` samples; within its bucket the samples are
+    // taken as spread evenly, so one sample reads as the bucket's middle, not its bound.
+    let rank = q.clamp(0.0, 1.0) * total as f64;
     let mut seen = 0u64;
     for (i, &c) in counts.iter().enumerate() {
         if c == 0 {
@@ -212,6 +214,9 @@ mod tests {
         assert_eq!(quantile_us(&counts, 0.5), Some(1_000));
         assert!(quantile_us(&counts, 0.99).is_some_and(|q| (5_000..=10_000).contains(&q)));
         assert_eq!(quantile_us(&[0; BUCKETS], 0.5), None);
+        let mut one = vec![0; BUCKETS];
+        one[6] = 1; // a single request between 2 and 5 ms
+        assert_eq!(quantile_us(&one, 0.5), Some(3_500), "the middle, not the bound");
     }
 }
 

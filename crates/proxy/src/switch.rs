@@ -26,6 +26,15 @@ pub enum ReloadError {
     Rules(String),
 }
 
+/// Why [`Switch::edit`] changed nothing.
+#[derive(Debug)]
+pub enum EditFailed<E> {
+    /// The edit itself was refused.
+    Edit(E),
+    /// The switch refused the edited config (see [`ReloadError`]).
+    Refused(ReloadError),
+}
+
 /// Compiled rules of each listener, in config order (`None`: no rule file). Warnings (rules
 /// that can never fire) are logged; errors are returned, every one with file:line:col.
 pub fn compile_rules(config: &Config) -> Result<Vec<Option<Arc<RuleSet>>>, String> {
@@ -177,9 +186,14 @@ impl Switch {
     }
 
     /// Applies a validated config: new requests use it, requests in flight finish on the
-    /// old one. Listener changes are refused (nothing changes then).
+    /// old one. Listener and `[agents]` bind changes are refused (nothing changes then).
     pub fn reload(&self, config: Config) -> Result<u64, ReloadError> {
         let _writer = self.shared.snapshot_writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.reload_locked(config)
+    }
+
+    /// [`Switch::reload`] with the snapshot writer lock already held.
+    fn reload_locked(&self, config: Config) -> Result<u64, ReloadError> {
         let current = self.shared.snapshot.load_full();
         if let Err(e) = same_listeners(&current.config, &config) {
             self.shared.stats.inc(Counter::ReloadsFailed);
@@ -199,17 +213,48 @@ impl Switch {
     }
 
     /// Applies `config` like [`Switch::reload`] and logs what changed; the changes are
-    /// returned. Config file reloads (SIGHUP, the admin API) and the admin API's edits
-    /// all come through here.
+    /// returned. Config file reloads (SIGHUP, the admin API) come through here.
     pub fn apply(&self, config: Config, why: &str) -> Result<(u64, Vec<config::Change>), ReloadError> {
-        let old = self.config();
-        let changes = config::diff(&old, &config);
-        let generation = self.reload(config)?;
-        tracing::info!(generation, changes = changes.len(), "config applied ({why})");
+        // Always applied, even when equal: the listeners' rule files are compiled again.
+        match self.edit_with(why, |_| Ok::<Config, ReloadError>(config), false) {
+            Ok(applied) => {
+                Ok(applied.unwrap_or_else(|| (self.shared.snapshot.load().generation, Vec::new())))
+            }
+            Err(EditFailed::Edit(e) | EditFailed::Refused(e)) => Err(e),
+        }
+    }
+
+    /// Reads the config in force, lets `make` derive the next one and applies it, all under
+    /// the snapshot writer lock: a file reload and an admin edit that race can never undo
+    /// each other. `Ok(None)` when `make` returns the config unchanged (nothing applied,
+    /// no new generation).
+    pub fn edit<E>(
+        &self,
+        why: &str,
+        make: impl FnOnce(&Config) -> Result<Config, E>,
+    ) -> Result<Option<(u64, Vec<config::Change>)>, EditFailed<E>> {
+        self.edit_with(why, make, true)
+    }
+
+    fn edit_with<E>(
+        &self,
+        why: &str,
+        make: impl FnOnce(&Config) -> Result<Config, E>,
+        skip_unchanged: bool,
+    ) -> Result<Option<(u64, Vec<config::Change>)>, EditFailed<E>> {
+        let _writer = self.shared.snapshot_writer.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.shared.snapshot.load_full();
+        let next = make(&current.config).map_err(EditFailed::Edit)?;
+        if skip_unchanged && next == current.config {
+            return Ok(None);
+        }
+        let changes = config::diff(&current.config, &next);
+        let generation = self.reload_locked(next).map_err(EditFailed::Refused)?;
+        tracing::info!(generation, changes = changes.len(), cause = why, "config reloaded");
         for change in &changes {
             tracing::info!("  {change}");
         }
-        Ok((generation, changes))
+        Ok(Some((generation, changes)))
     }
 
     /// Re-reads the config file the switch was started with (or last reloaded from) and
