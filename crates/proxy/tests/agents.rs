@@ -6,40 +6,12 @@
 mod common;
 
 use agent::{AgentConfig, AgentHandle, CapacityFn, Metric};
-use common::{get, origin_of, start_with, Harness};
-use proxy::view::ServerView;
+use common::{get, origin_of, server, spread, start_with, wait_for};
 use proxy::Counter;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use testkit::RawClient;
-
-fn server(h: &Harness, name: &str) -> ServerView {
-    h.switch.servers().into_iter().find(|s| s.name == name).unwrap()
-}
-
-async fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Duration> {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if cond() {
-            return Some(start.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    None
-}
-
-async fn spread(h: &Harness, n: usize) -> Vec<String> {
-    let mut c = RawClient::connect(h.addr).await.unwrap();
-    let mut seen = Vec::new();
-    for _ in 0..n {
-        c.send(&get("/")).await.unwrap();
-        let r = c.read_response().await.unwrap();
-        assert_eq!(r.status, 200);
-        seen.push(origin_of(&r));
-    }
-    seen
-}
 
 /// A load file the agent reads (`metric = file:…`), unique per test and server; removed
 /// when dropped.

@@ -4,43 +4,13 @@
 
 mod common;
 
-use common::{get, origin_of, start_with, Harness};
-use proxy::view::ServerView;
+use common::{get, origin_of, server, spread, start_with, wait_for, Harness};
 use proxy::Counter;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use testkit::RawClient;
 use tokio::io::AsyncWriteExt;
-
-fn server(h: &Harness, name: &str) -> ServerView {
-    h.switch.servers().into_iter().find(|s| s.name == name).unwrap()
-}
-
-/// Polls `cond` every 20 ms for at most `limit`; the time it took, or `None`.
-async fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Duration> {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if cond() {
-            return Some(start.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    None
-}
-
-/// Which origins answered `n` sequential GETs on one connection.
-async fn spread(h: &Harness, n: usize) -> Vec<String> {
-    let mut c = RawClient::connect(h.addr).await.unwrap();
-    let mut seen = Vec::new();
-    for _ in 0..n {
-        c.send(&get("/")).await.unwrap();
-        let r = c.read_response().await.unwrap();
-        assert_eq!(r.status, 200);
-        seen.push(origin_of(&r));
-    }
-    seen
-}
 
 fn apply(h: &Harness, edit: impl FnOnce(&config::Config) -> config::Config) {
     let next = edit(&h.switch.config());

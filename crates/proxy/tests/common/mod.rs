@@ -70,3 +70,36 @@ pub fn get(path: &str) -> Vec<u8> {
 pub fn origin_of(r: &testkit::Response) -> String {
     r.header("X-Origin").unwrap_or("-").to_string()
 }
+
+/// The admin view of server `name` (any group).
+pub fn server(h: &Harness, name: &str) -> proxy::view::ServerView {
+    h.switch.servers().into_iter().find(|s| s.name == name).expect("server")
+}
+
+/// Polls `cond` every 20 ms for at most `limit`; the time it took, or `None`.
+pub async fn wait_for(
+    limit: std::time::Duration,
+    mut cond: impl FnMut() -> bool,
+) -> Option<std::time::Duration> {
+    let start = std::time::Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return Some(start.elapsed());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    None
+}
+
+/// Which origins answered `n` sequential GETs on one keep-alive connection.
+pub async fn spread(h: &Harness, n: usize) -> Vec<String> {
+    let mut c = testkit::RawClient::connect(h.addr).await.unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..n {
+        c.send(&get("/")).await.unwrap();
+        let r = c.read_response().await.unwrap();
+        assert_eq!(r.status, 200);
+        seen.push(origin_of(&r));
+    }
+    seen
+}
