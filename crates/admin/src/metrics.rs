@@ -261,7 +261,7 @@ impl Scrape {
     fn encode_latency(&self, e: &mut DescriptorEncoder) -> fmt::Result {
         let mut latency = Family::new(
             "cswitch_server_latency",
-            "Time from sending a request to the server to its response",
+            "Time from the start of a request (its head arriving) to the end of its response",
         )
         .unit(Unit::Seconds);
         for s in &self.servers {
