@@ -128,7 +128,10 @@ impl<'r, 's> Checker<'r, 's> {
             "host" => Fetch::Host,
             "version" => Fetch::Version,
             "bodylen" => Fetch::BodyLen,
-            _ => return self.unknown_field(name, span),
+            _ => match crate::ProtoField::from_name(name) {
+                Some(field) => Fetch::Proto(field),
+                None => return self.unknown_field(name, span),
+            },
         };
         Some(Operand::Fetch(self.fetch(fetch)))
     }
@@ -140,12 +143,13 @@ impl<'r, 's> Checker<'r, 's> {
         } else if FUNCTIONS.contains(&name) {
             self.rep.error(span, format!("'{name}' is a function"), Some(format!("call it: {name}(…)")));
         } else {
-            let message = match did_you_mean(name, FIELDS.iter().chain(NAMED_FIELDS).copied()) {
+            let proto = crate::ProtoField::ALL.map(|f| f.name());
+            let message = match did_you_mean(name, FIELDS.iter().chain(NAMED_FIELDS).chain(&proto).copied()) {
                 Some(s) => format!("unknown field '{name}' — did you mean '{s}'?"),
                 None => format!("unknown field '{name}'"),
             };
             let hint = format!(
-                "fields are {}, header(\"…\"), cookie(\"…\"), arg(\"…\"), form(\"…\"), xml.tag/…",
+                "fields are {}, header(\"…\"), cookie(\"…\"), arg(\"…\"), form(\"…\"), xml.tag/…, tls.sni, smtp.rcpt_to, pop.user, imap.user, …",
                 FIELDS.join(", ")
             );
             self.rep.error(span, message, Some(hint));

@@ -77,6 +77,7 @@ pub(crate) fn read(fetch: &Fetch, req: &impl Request, arena: &mut Vec<u8>) -> Va
         Fetch::Form(name) => form_field(req, name, arena),
         Fetch::BodyLen => body_len(req, arena),
         Fetch::Xml(_) => Val::Absent,
+        Fetch::Proto(field) => opt(arena, req.proto_field(*field)),
     }
 }
 

@@ -30,6 +30,8 @@ pub(crate) enum Fetch {
     Form(String),
     /// Index into `Ir::xml_paths`.
     Xml(u32),
+    /// A field of the listener's protocol (`tls.sni`, `smtp.rcpt_to`, …).
+    Proto(crate::ProtoField),
 }
 
 impl Fetch {
@@ -62,6 +64,7 @@ impl fmt::Display for FetchName<'_> {
             Fetch::Arg(n) => return write!(f, "arg({n:?})"),
             Fetch::Form(n) => return write!(f, "form({n:?})"),
             Fetch::Xml(i) => return self.1.get(*i as usize).map_or(Ok(()), |p| write!(f, "{p}")),
+            Fetch::Proto(p) => p.name(),
         };
         f.write_str(s)
     }

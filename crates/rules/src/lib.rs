@@ -67,6 +67,7 @@ mod lexer;
 mod lower;
 mod markup;
 mod parser;
+mod proto;
 mod reach;
 mod regexset;
 mod request;
@@ -79,6 +80,7 @@ mod tests;
 
 pub use diag::{Diagnostic, Diagnostics, Severity};
 pub use eval::{Action, Decision, EvalState, Outcome, SetHeaders};
+pub use proto::ProtoField;
 pub use request::{Body, OwnedRequest, Request, RequestError};
 pub use ruleset::{CompileOptions, RuleSet};
 pub use trace::{Trace, TraceRule, TraceTest, Truth};

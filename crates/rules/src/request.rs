@@ -34,6 +34,12 @@ pub trait Request {
     fn header_each<'a>(&'a self, name: &str, visit: &mut dyn FnMut(&'a [u8]) -> bool);
     /// The body received so far.
     fn body(&self) -> Body<'_>;
+    /// A field of the listener's protocol (TLS ClientHello, SMTP envelope, POP3 / IMAP
+    /// login); `None` when this request has none (every HTTP request).
+    fn proto_field(&self, field: crate::ProtoField) -> Option<&[u8]> {
+        let _ = field;
+        None
+    }
 }
 
 /// A parsed request that owns its bytes.

@@ -3,6 +3,7 @@
 mod check;
 mod eval;
 mod props;
+mod proto;
 mod xml;
 
 use std::net::SocketAddr;
@@ -37,7 +38,7 @@ pub(crate) fn request(raw: &str) -> OwnedRequest {
 }
 
 /// A short text for a decision: "label:action", "-:default" or "more".
-pub(crate) fn outcome(rs: &RuleSet, req: &OwnedRequest) -> String {
+pub(crate) fn outcome(rs: &RuleSet, req: &impl crate::Request) -> String {
     let mut st = EvalState::new();
     let fast = describe(rs, rs.evaluate(req, &mut st, None));
     let mut trace = Trace::new();
