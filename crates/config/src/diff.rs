@@ -342,6 +342,7 @@ fn timeout_fields(a: &Timeouts, b: &Timeouts) -> Vec<String> {
         ("tunnel_idle", a.tunnel_idle, b.tunnel_idle),
         ("pool_idle", a.pool_idle, b.pool_idle),
         ("sticky_ip", a.sticky_ip, b.sticky_ip),
+        ("tls_session", a.tls_session, b.tls_session),
     ];
     let mut out = Vec::new();
     for (name, old, new) in pairs {
@@ -354,7 +355,7 @@ fn listener_fields(a: &Listener, b: &Listener) -> Vec<String> {
     let rules = |l: &Listener| l.rules.as_ref().map_or("none".to_string(), |p| p.display().to_string());
     let mut out = Vec::new();
     field(&mut out, "bind", a.bind, b.bind);
-    field(&mut out, "protocol", format!("{:?}", a.protocol), format!("{:?}", b.protocol));
+    field(&mut out, "protocol", a.protocol.name(), b.protocol.name());
     field(&mut out, "default_group", &a.default_group, &b.default_group);
     field(&mut out, "rules", rules(a), rules(b));
     field(&mut out, "x_forwarded_for", a.x_forwarded_for, b.x_forwarded_for);

@@ -118,11 +118,15 @@ pub(crate) fn listener(t: &Table, sink: &mut Sink, base: &Path) -> ListenerDraft
     let name = name(t, sink, "\"web\"");
     let bind = socket_addr(t, sink, "bind", "\"127.0.0.1:8080\"", addr::parse_bind);
     let default_group = t.required_string(sink, "default_group", "\"web\"");
+    let protocol = protocol(t, sink);
+    if protocol != Protocol::Http {
+        http_only_keys(t, sink, protocol);
+    }
     ListenerDraft {
         name,
         bind,
         default_group: default_group.map(owned),
-        protocol: protocol(t, sink),
+        protocol,
         rules: rules(t, sink, base),
         x_forwarded_for: t.bool_or(sink, "x_forwarded_for", true),
         x_forwarded_proto: t.bool_or(sink, "x_forwarded_proto", true),
@@ -132,16 +136,34 @@ pub(crate) fn listener(t: &Table, sink: &mut Sink, base: &Path) -> ListenerDraft
     }
 }
 
+const PROTOCOLS: &[&str] = &["http", "tls"];
+
 fn protocol(t: &Table, sink: &mut Sink) -> Protocol {
     let Some(p) = t.string(sink, "protocol") else {
         return Protocol::Http;
     };
-    if p.value != "http" {
-        let message = format!("protocol `{}` is not supported; supported now: http", p.value);
-        let hint = Some("write `protocol = \"http\"` or leave it out".to_string());
-        sink.error(&p.span, &p.key, message, hint);
+    match p.value {
+        "http" => Protocol::Http,
+        "tls" => Protocol::Tls,
+        other => {
+            let message = format!("protocol `{other}` is not supported; supported: {}", PROTOCOLS.join(", "));
+            let hint = suggest::hint(other, PROTOCOLS.iter().copied())
+                .or_else(|| Some("write `protocol = \"http\"` or leave it out".to_string()));
+            sink.error(&p.span, &p.key, message, hint);
+            Protocol::Http
+        }
     }
-    Protocol::Http
+}
+
+/// Keys that only mean something on an HTTP listener are refused on others, so nobody
+/// believes, say, X-Forwarded-For is added to a TLS stream.
+fn http_only_keys(t: &Table, sink: &mut Sink, protocol: Protocol) {
+    const HTTP_ONLY: &[&str] =
+        &["x_forwarded_for", "x_forwarded_proto", "xml_form_field", "connection_persistence", "preallocate"];
+    for key in HTTP_ONLY.iter().filter(|k| t.has(k)) {
+        let message = format!("`{key}` applies only to protocol = \"http\", not \"{}\"", protocol.name());
+        sink.error(&t.value_span(key), &t.key_path(key), message, Some(format!("remove `{key}`")));
+    }
 }
 
 /// The rule file, resolved against the config file's directory; whether it exists is the

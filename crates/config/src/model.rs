@@ -122,6 +122,9 @@ pub struct Timeouts {
     pub pool_idle: Duration,
     /// How long a `STICKY_IP` rule keeps a client address on its server (default 10m).
     pub sticky_ip: Duration,
+    /// How long a TLS session ID learned from a ServerHello keeps resuming clients on its
+    /// server, counted from its last use (default 10m).
+    pub tls_session: Duration,
 }
 
 /// Protocol a listener speaks.
@@ -129,6 +132,18 @@ pub struct Timeouts {
 pub enum Protocol {
     /// HTTP/1.0 and 1.1.
     Http,
+    /// TLS passthrough: routed on the ClientHello (SNI, ALPN, session ID), bytes untouched.
+    Tls,
+}
+
+impl Protocol {
+    /// Config name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+            Protocol::Tls => "tls",
+        }
+    }
 }
 
 /// `[[listener]]`

@@ -33,6 +33,7 @@ const TIMEOUTS_KEYS: &[&str] = &[
     "tunnel_idle",
     "pool_idle",
     "sticky_ip",
+    "tls_session",
 ];
 pub(crate) const LISTENER_KEYS: &[&str] = &[
     "name",
@@ -180,6 +181,7 @@ pub(crate) fn timeouts(root: &Table, sink: &mut Sink) -> Timeouts {
         tunnel_idle: Duration::from_secs(3600),
         pool_idle: Duration::from_secs(30),
         sticky_ip: Duration::from_secs(600),
+        tls_session: Duration::from_secs(600),
     };
     let Some(t) = root.section(sink, "timeouts") else {
         return d;
@@ -197,6 +199,7 @@ pub(crate) fn timeouts(root: &Table, sink: &mut Sink) -> Timeouts {
         tunnel_idle: get("tunnel_idle", d.tunnel_idle),
         pool_idle: get("pool_idle", d.pool_idle),
         sticky_ip: get("sticky_ip", d.sticky_ip),
+        tls_session: get("tls_session", d.tls_session),
     }
 }
 

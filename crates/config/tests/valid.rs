@@ -40,6 +40,7 @@ queue = "1s"
 tunnel_idle = "2h"
 pool_idle = "10s"
 sticky_ip = "30m"
+tls_session = "5m"
 
 [[listener]]
 name = "web"
@@ -145,6 +146,7 @@ fn expected_full() -> Config {
             tunnel_idle: secs(7200),
             pool_idle: secs(10),
             sticky_ip: secs(1800),
+            tls_session: secs(300),
         },
         listeners: vec![
             Listener {
@@ -221,6 +223,7 @@ fn minimal_config_gets_every_default() {
             tunnel_idle: secs(3600),
             pool_idle: secs(30),
             sticky_ip: secs(600),
+            tls_session: secs(600),
         },
         listeners: vec![listener("web", "127.0.0.1:8080", "web")],
         groups: vec![group(

@@ -33,6 +33,7 @@ mod snapshot;
 mod stats;
 mod sticky;
 mod switch;
+mod tls_pass;
 mod tunnel;
 mod upstream;
 pub mod view;

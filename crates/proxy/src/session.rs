@@ -174,6 +174,9 @@ impl Drop for BusyGuard<'_> {
 /// Serves one client connection to its end.
 pub async fn serve(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, listener: usize) {
     let _conn = ConnGuard::new(&worker, listener);
+    if worker.shared.snapshot.load().listeners[listener].protocol == config::Protocol::Tls {
+        return crate::tls_pass::serve(Rc::clone(&worker), stream, peer, listener).await;
+    }
     let prealloc = crate::prealloc::start(&worker, &worker.shared.snapshot.load(), listener, peer);
     let pins = prealloc.map(|p| Box::new(Pins { prealloc: Some(p), ..Pins::default() }));
     let mut client = Client { stream, peer, buf: None, pins };

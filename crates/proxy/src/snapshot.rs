@@ -116,6 +116,8 @@ pub struct GroupRt {
 pub struct ListenerRt {
     /// Name.
     pub name: String,
+    /// Protocol spoken.
+    pub protocol: config::Protocol,
     /// Index into `Snapshot::groups` of the default group.
     pub default_group: usize,
     /// Append the client address to X-Forwarded-For.
@@ -185,6 +187,7 @@ impl Snapshot {
             .map(|(l, rules)| ListenerRt {
                 rule_hits: rule_hits(rules.as_deref(), previous.and_then(|p| p.listener(&l.name))),
                 name: l.name.clone(),
+                protocol: l.protocol,
                 // Validated by config: default_group names an existing group.
                 default_group: groups.iter().position(|g| g.name == l.default_group).unwrap_or(0),
                 x_forwarded_for: l.x_forwarded_for,

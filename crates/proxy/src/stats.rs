@@ -107,6 +107,8 @@ counters! {
     AgentReports => "agent_reports",
     /// Capacity reports refused (malformed, wrong token, unknown server).
     AgentReportsRejected => "agent_reports_rejected",
+    /// TLS connections closed: the ClientHello was malformed, not TLS, or too large.
+    TlsMalformed => "tls_malformed",
 }
 
 impl Counter {
@@ -132,6 +134,7 @@ impl Counter {
                 | ServerTimeout
                 | RuleDenied
                 | RuleDropped
+                | TlsMalformed
         )
     }
 }

@@ -92,6 +92,7 @@ impl Switch {
         let (addrs, sockets) = bind_all(&config, workers)?;
         let sinks = (0..workers).map(|_| open_sink(&config)).collect::<io::Result<Vec<_>>>()?;
         let sticky_lifetime = config.timeouts.sticky_ip;
+        let tls_lifetime = config.timeouts.tls_session;
         let agents = bind_agents(&config)?;
         let agents_addr = agents.as_ref().map(|s| s.local_addr()).transpose()?;
         let listener_count = config.listeners.len();
@@ -103,6 +104,7 @@ impl Switch {
             shutdown_notify: tokio::sync::Notify::new(),
             sticky_ip: crate::sticky::StickyIp::new(sticky_lifetime),
             last_server: Default::default(),
+            tls_sessions: crate::tls_pass::TlsSessions::new(tls_lifetime),
             weights_epoch: Default::default(),
             listeners: (0..listener_count).map(|_| Default::default()).collect(),
             started: std::time::Instant::now(),
@@ -207,6 +209,8 @@ impl Switch {
         let next = Snapshot::build(config, rules, Some(&current), generation);
         let lifetime = next.config.timeouts.sticky_ip;
         self.shared.sticky_ip.reconfigure(lifetime, |id| next.group_of(id).is_some());
+        let tls_lifetime = next.config.timeouts.tls_session;
+        self.shared.tls_sessions.reconfigure(tls_lifetime, |id| next.group_of(id).is_some());
         self.shared.snapshot.store(Arc::new(next));
         self.shared.stats.inc(Counter::Reloads);
         Ok(generation)

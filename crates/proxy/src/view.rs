@@ -196,7 +196,7 @@ pub(crate) fn status(shared: &Shared, addrs: &[(String, std::net::SocketAddr)]) 
         .map(|(l, live)| ListenerView {
             name: l.name.clone(),
             bind: addrs.iter().find(|(n, _)| *n == l.name).map_or(l.bind, |(_, a)| *a).to_string(),
-            protocol: "http",
+            protocol: l.protocol.name(),
             default_group: l.default_group.clone(),
             connections: live.connections.load(Ordering::Relaxed),
             requests: live.requests.load(Ordering::Relaxed),
@@ -301,6 +301,12 @@ pub(crate) fn stick_tables(shared: &Shared, snap: &Snapshot) -> Vec<StickTableVi
             })
         })
         .collect();
+    out.push(StickTableView {
+        name: "tls_sessions".into(),
+        kind: "tls_session_id",
+        entries: Some(shared.tls_sessions.len()),
+        capacity: Some(100_000),
+    });
     out.push(StickTableView {
         name: "sticky_ip".into(),
         kind: "sticky_ip",

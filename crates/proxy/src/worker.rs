@@ -35,6 +35,8 @@ pub struct Shared {
     pub sticky_ip: crate::sticky::StickyIp,
     /// The last server each client address used (pre-allocation).
     pub last_server: crate::prealloc::LastServer,
+    /// TLS session IDs servers issued → server (passthrough listeners).
+    pub tls_sessions: crate::tls_pass::TlsSessions,
     /// Bumped whenever the health control loop changes an effective weight: schedulers
     /// rebuild when it moves.
     pub weights_epoch: std::sync::atomic::AtomicU64,

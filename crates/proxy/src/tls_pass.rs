@@ -1,0 +1,354 @@
+//! TLS passthrough (`protocol = "tls"`): read the ClientHello (however it is split), let
+//! the rules route on `tls.sni`, `tls.alpn`, `tls.session_id`, `tls.version`, connect, and
+//! tunnel the bytes untouched. Session-ID persistence (seed 000 §1): the session ID a
+//! server issues in its ServerHello (TLS ≤ 1.2) is remembered, and a client that resumes
+//! with it goes back to that server.
+
+use crate::balancing;
+use crate::io::{read_some, IoFail};
+use crate::snapshot::{ListenerRt, Snapshot};
+use crate::stats::Counter;
+use crate::upstream::{self, ActiveGuard, Tried};
+use crate::worker::Worker;
+use config::HashKey;
+use rules::{Action, Body, Outcome, ProtoField};
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tls::{ClientHello, ClientHelloReader, Progress, ServerHelloReader};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// Serves one TLS connection on listener `listener`.
+pub async fn serve(worker: Rc<Worker>, mut client: TcpStream, peer: SocketAddr, listener: usize) {
+    let started = Instant::now();
+    let snap = worker.shared.snapshot.load_full();
+    let mut cbuf = worker.bufs.take();
+    let Some(hello) = read_client_hello(&worker, &snap, &mut client, &mut cbuf, peer).await else {
+        worker.bufs.give(cbuf);
+        return;
+    };
+    worker.shared.stats.inc(Counter::Requests);
+    let local = client.local_addr().unwrap_or(peer);
+    let fields = HelloFields::new(&hello, peer, local);
+    let l = &snap.listeners[listener];
+    let Some(group) = route(&worker, l, &fields) else {
+        worker.bufs.give(cbuf);
+        return;
+    };
+    let prefer = session_server(&worker, &snap, group, &hello);
+    let mut sbuf = worker.bufs.take();
+    let mut outcome = Forwarded::default();
+    forward(&worker, &snap, group, prefer, &fields, &mut client, &mut cbuf, &mut sbuf, &mut outcome).await;
+    if let Some(l) = worker.shared.listeners.get(listener) {
+        l.record(0, outcome.bytes_in, outcome.bytes_out);
+    }
+    if let Some(server) = outcome.server.and_then(|i| snap.group(group).servers.get(i)) {
+        server.live.record(0, outcome.bytes_in, outcome.bytes_out, started.elapsed());
+    }
+    worker.bufs.give(cbuf);
+    worker.bufs.give(sbuf);
+}
+
+/// Reads until the ClientHello is whole; its bytes stay in `buf`, to be forwarded as they
+/// came. `None`: the client left, was too slow, or sent no valid hello (counted, logged).
+async fn read_client_hello(
+    worker: &Worker,
+    snap: &Snapshot,
+    client: &mut TcpStream,
+    buf: &mut crate::buf::IoBuf,
+    peer: SocketAddr,
+) -> Option<ClientHello> {
+    let mut reader = ClientHelloReader::new(tls::DEFAULT_MAX_BYTES.min(buf.capacity()));
+    let deadline = Instant::now() + snap.config.timeouts.client_head;
+    loop {
+        let before = buf.len();
+        match read_some(client, buf, deadline).await {
+            Ok(0) | Err(IoFail::Io) => return None,
+            Ok(_) => {}
+            Err(IoFail::Timeout) => {
+                worker.shared.stats.inc(Counter::HeadTimeout);
+                tracing::info!(client = %peer, "TLS connection closed: no ClientHello in time");
+                return None;
+            }
+        }
+        match reader.push(&buf.filled()[before..]) {
+            Progress::NeedMore if buf.is_full() => {
+                worker.shared.stats.inc(Counter::TlsMalformed);
+                tracing::info!(client = %peer, "TLS connection closed: ClientHello larger than the buffer");
+                return None;
+            }
+            Progress::NeedMore => {}
+            Progress::Done(hello) => return Some(hello),
+            Progress::Malformed(e) => {
+                worker.shared.stats.inc(Counter::TlsMalformed);
+                tracing::info!(client = %peer, reason = %e, "TLS connection closed: malformed ClientHello");
+                return None;
+            }
+        }
+    }
+}
+
+/// The group the rules pick (or the default group); `None` when a rule denies or drops
+/// (on a TLS stream there is no way to answer, so the connection is closed).
+fn route(worker: &Worker, l: &ListenerRt, fields: &HelloFields) -> Option<usize> {
+    let Some(rules) = l.rules.as_deref() else { return Some(l.default_group) };
+    let mut state = worker.eval.borrow_mut();
+    let decision = match rules.evaluate(fields, &mut state, None) {
+        Outcome::Decided(d) => d,
+        // Nothing in a hello is "not yet known": only body fields are.
+        Outcome::NeedMore => return Some(l.default_group),
+    };
+    if let Some((index, _)) = decision.rule {
+        if let Some(hits) = l.rule_hits.get(index) {
+            hits.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    match decision.action {
+        Action::Route { group, .. } => Some(group),
+        Action::Default => Some(l.default_group),
+        Action::Deny { .. } | Action::Redirect { .. } => {
+            worker.shared.stats.inc(Counter::RuleDenied);
+            tracing::info!(client = %fields.src, sni = fields.sni_str(), "TLS connection refused by rule");
+            None
+        }
+        Action::Drop => {
+            worker.shared.stats.inc(Counter::RuleDropped);
+            None
+        }
+    }
+}
+
+/// The server a resuming client's session lives on, if the switch learnt it and the
+/// server is still in `group` and may take sticky traffic.
+fn session_server(worker: &Worker, snap: &Snapshot, group: usize, hello: &ClientHello) -> Option<u64> {
+    if hello.session_id.is_empty() {
+        return None;
+    }
+    let id = worker.shared.tls_sessions.get(&hello.session_id)?;
+    let g = snap.group(group);
+    let usable = g.servers.iter().any(|s| s.id == id && s.live.sticky_ok.load(Ordering::Relaxed));
+    if usable {
+        worker.shared.stats.inc(Counter::PersistenceHits);
+    }
+    usable.then_some(id)
+}
+
+#[derive(Default)]
+struct Forwarded {
+    server: Option<usize>,
+    bytes_in: u64,
+    bytes_out: u64,
+}
+
+/// Pick, connect (retrying other servers on connect failures), send the hello, learn the
+/// server's session ID from its ServerHello, then tunnel.
+#[allow(clippy::too_many_arguments)]
+async fn forward(
+    worker: &Worker,
+    snap: &Snapshot,
+    group: usize,
+    prefer: Option<u64>,
+    fields: &HelloFields,
+    client: &mut TcpStream,
+    cbuf: &mut crate::buf::IoBuf,
+    sbuf: &mut crate::buf::IoBuf,
+    out: &mut Forwarded,
+) {
+    let g = snap.group(group);
+    let stats = &worker.shared.stats;
+    let mut key = Vec::new();
+    let has_key = g.scheduler.uses_key() && hash_key(&g.hash_key, fields, &mut key);
+    let mut tried = Tried::default();
+    for _ in 0..=snap.config.limits.retries {
+        let preferred =
+            prefer.and_then(|id| g.servers.iter().position(|s| s.id == id)).filter(|i| !tried.contains(*i));
+        let key = has_key.then_some(key.as_slice());
+        let Some(index) = preferred.or_else(|| balancing::pick(worker, snap, group, &tried, key)) else {
+            stats.inc(Counter::NoServer);
+            tracing::warn!(group = %g.name, "TLS connection closed: no usable server");
+            return;
+        };
+        let server = &g.servers[index];
+        let Ok(_slot) = upstream::acquire_slot(server, snap, stats).await else { return };
+        let _active = ActiveGuard::new(server);
+        // Server connections of a TLS group are never pooled, so this always connects.
+        let mut upstream = match upstream::connect(worker, snap, server, None).await {
+            Ok((stream, _)) => stream,
+            Err(r) => {
+                tracing::warn!(server = %server.name, reason = r.reason, "server connect failed");
+                crate::health::passive::on_failure(g, server, stats, &worker.shared.weights_epoch);
+                tried.insert(index);
+                stats.inc(Counter::Retries);
+                continue;
+            }
+        };
+        out.server = Some(index);
+        out.bytes_in = cbuf.len() as u64;
+        if upstream.write_all(cbuf.filled()).await.is_err() {
+            return;
+        }
+        cbuf.clear();
+        learn_session(worker, snap, &mut upstream, sbuf, server.id).await;
+        out.bytes_out = sbuf.len() as u64;
+        crate::health::passive::on_success(server);
+        crate::tunnel::run(client, cbuf, upstream, sbuf, snap.config.timeouts.tunnel_idle).await;
+        return;
+    }
+}
+
+/// Reads the server's first bytes until its ServerHello is whole (they stay in `sbuf`, to
+/// be forwarded) and remembers the session ID it issued, when it is one a client can
+/// resume with (TLS ≤ 1.2). Anything else is left to the tunnel as it is.
+async fn learn_session(
+    worker: &Worker,
+    snap: &Snapshot,
+    upstream: &mut TcpStream,
+    sbuf: &mut crate::buf::IoBuf,
+    server: u64,
+) {
+    let mut reader = ServerHelloReader::new(tls::DEFAULT_MAX_BYTES.min(sbuf.capacity()));
+    let deadline = Instant::now() + snap.config.timeouts.server_response;
+    loop {
+        let before = sbuf.len();
+        match read_some(upstream, sbuf, deadline).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        match reader.push(&sbuf.filled()[before..]) {
+            Progress::NeedMore if !sbuf.is_full() => {}
+            Progress::Done(hello) if hello.resumption_via_session_id() => {
+                worker.shared.tls_sessions.put(hello.session_id.into_boxed_slice(), server);
+                return;
+            }
+            _ => return,
+        }
+    }
+}
+
+/// The scheduler key of a TLS connection: the client address for `srcip`, else the SNI
+/// (a hello has no URL, path or headers).
+fn hash_key(key: &HashKey, fields: &HelloFields, out: &mut Vec<u8>) -> bool {
+    out.clear();
+    match key {
+        HashKey::SrcIp => match fields.src.ip() {
+            IpAddr::V4(v4) => out.extend_from_slice(&v4.octets()),
+            IpAddr::V6(v6) => out.extend_from_slice(&v6.octets()),
+        },
+        _ => match &fields.sni {
+            Some(sni) => out.extend_from_slice(sni.as_bytes()),
+            None => return false,
+        },
+    }
+    true
+}
+
+/// A ClientHello as the rules see it: the `tls.*` fields, the addresses, and `host` =
+/// the SNI; the HTTP fields are empty.
+struct HelloFields {
+    src: SocketAddr,
+    dst: SocketAddr,
+    sni: Option<String>,
+    alpn: String,
+    session_id: String,
+    version: String,
+}
+
+impl HelloFields {
+    fn new(hello: &ClientHello, src: SocketAddr, dst: SocketAddr) -> Self {
+        HelloFields {
+            src,
+            dst,
+            sni: hello.sni.clone(),
+            alpn: hello.alpn_joined(),
+            session_id: hello.session_id_hex(),
+            version: hello.version.to_string(),
+        }
+    }
+
+    fn sni_str(&self) -> &str {
+        self.sni.as_deref().unwrap_or("-")
+    }
+}
+
+impl rules::Request for HelloFields {
+    fn src(&self) -> SocketAddr {
+        self.src
+    }
+    fn dst(&self) -> SocketAddr {
+        self.dst
+    }
+    fn method(&self) -> &[u8] {
+        b""
+    }
+    fn target(&self) -> &[u8] {
+        b""
+    }
+    fn version(&self) -> &[u8] {
+        b""
+    }
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        (name == "host").then_some(self.sni.as_deref()?.as_bytes())
+    }
+    fn header_each<'a>(&'a self, name: &str, visit: &mut dyn FnMut(&'a [u8]) -> bool) {
+        if let Some(v) = self.header(name) {
+            visit(v);
+        }
+    }
+    fn body(&self) -> Body<'_> {
+        Body { bytes: &[], complete: true }
+    }
+    fn proto_field(&self, field: ProtoField) -> Option<&[u8]> {
+        let text = match field {
+            ProtoField::TlsSni => self.sni.as_deref()?,
+            ProtoField::TlsAlpn => &self.alpn,
+            ProtoField::TlsSessionId => &self.session_id,
+            ProtoField::TlsVersion => &self.version,
+            _ => return None,
+        };
+        Some(text.as_bytes())
+    }
+}
+
+/// Session IDs learnt from ServerHellos → server id, with an idle lifetime
+/// (`timeouts.tls_session`); a new lifetime on reload starts a new table.
+pub struct TlsSessions {
+    table: arc_swap::ArcSwap<(Duration, balance::persist::StickTable<Box<[u8]>>)>,
+}
+
+impl TlsSessions {
+    /// An empty table whose entries live `lifetime` after their last use.
+    pub fn new(lifetime: Duration) -> Self {
+        TlsSessions { table: arc_swap::ArcSwap::from_pointee((lifetime, Self::table(lifetime))) }
+    }
+
+    fn table(lifetime: Duration) -> balance::persist::StickTable<Box<[u8]>> {
+        balance::persist::StickTable::new(100_000, lifetime, None)
+    }
+
+    /// The server that issued `session_id`, if known and not expired.
+    pub fn get(&self, session_id: &[u8]) -> Option<u64> {
+        self.table.load().1.get(session_id, std::time::Instant::now())
+    }
+
+    /// Remembers that `server` issued `session_id`.
+    pub fn put(&self, session_id: Box<[u8]>, server: u64) {
+        self.table.load().1.put(session_id, server, std::time::Instant::now());
+    }
+
+    /// After a reload: a new lifetime empties the table; entries of servers that are gone
+    /// are dropped.
+    pub fn reconfigure(&self, lifetime: Duration, keep: impl Fn(u64) -> bool) {
+        if self.table.load().0 != lifetime {
+            self.table.store(std::sync::Arc::new((lifetime, Self::table(lifetime))));
+        }
+        self.table.load().1.retain_servers(keep);
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.table.load().1.len()
+    }
+}
