@@ -29,6 +29,7 @@ pub(crate) struct ListenerDraft {
     xml_form_field: Option<String>,
     connection_persistence: ConnectionPersistence,
     preallocate: bool,
+    tls: Option<Vec<crate::CertKey>>,
 }
 
 impl ListenerDraft {
@@ -45,6 +46,7 @@ impl ListenerDraft {
             xml_form_field: self.xml_form_field,
             connection_persistence: self.connection_persistence,
             preallocate: self.preallocate,
+            tls: self.tls,
         })
     }
 }
@@ -133,6 +135,7 @@ pub(crate) fn listener(t: &Table, sink: &mut Sink, base: &Path) -> ListenerDraft
         xml_form_field: t.string(sink, "xml_form_field").map(|f| f.value.to_string()),
         connection_persistence: balancing::connection_persistence(t, sink),
         preallocate: t.bool_or(sink, "preallocate", false),
+        tls: crate::certs::listener_tls(t, sink, base, protocol),
     }
 }
 
@@ -158,8 +161,14 @@ fn protocol(t: &Table, sink: &mut Sink) -> Protocol {
 /// Keys that only mean something on an HTTP listener are refused on others, so nobody
 /// believes, say, X-Forwarded-For is added to a TLS stream.
 fn http_only_keys(t: &Table, sink: &mut Sink, protocol: Protocol) {
-    const HTTP_ONLY: &[&str] =
-        &["x_forwarded_for", "x_forwarded_proto", "xml_form_field", "connection_persistence", "preallocate"];
+    const HTTP_ONLY: &[&str] = &[
+        "x_forwarded_for",
+        "x_forwarded_proto",
+        "xml_form_field",
+        "connection_persistence",
+        "preallocate",
+        "tls",
+    ];
     for key in HTTP_ONLY.iter().filter(|k| t.has(k)) {
         let message = format!("`{key}` applies only to protocol = \"http\", not \"{}\"", protocol.name());
         sink.error(&t.value_span(key), &t.key_path(key), message, Some(format!("remove `{key}`")));

@@ -8,12 +8,13 @@
 //! Layout: `model` (the validated types), `load` (TOML → drafts → validated), `walk` (typed
 //! reads of one TOML table, with spans), `sections` (`[global]`, `[limits]`, …), `entries`
 //! (`[[listener]]`, `[[group]]`), `balancing` (a group's scheduler keys and persistence, a
-//! listener's connection persistence), `health` (health checks, passive checks, drain, agent weights, `[admin]`, `[agents]`), `checks` (across entries: duplicates, references), `diag`
+//! listener's connection persistence), `health` (health checks, passive checks, drain, agent weights, `[admin]`, `[agents]`), `certs` (a listener's TLS certificates), `checks` (across entries: duplicates, references), `diag`
 //! (diagnostics and their rendering with a caret), `duration` ("500ms", "10s", "5m"),
 //! `addr` (IP:port), `suggest` ("did you mean"), `diff` (old vs new config), `edit` (the admin API's run-time edits).
 
 mod addr;
 mod balancing;
+mod certs;
 mod checks;
 mod diag;
 mod diff;

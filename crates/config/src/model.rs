@@ -172,6 +172,18 @@ pub struct Listener {
     /// Pre-allocation (seed 000 §3.2): on a new connection, get a connection to the server
     /// this client address used last while its request is still being read (default false).
     pub preallocate: bool,
+    /// TLS termination on an HTTP listener: its certificates (the first is the default; a
+    /// client's SNI picks the first one valid for that name). `None`: plain HTTP.
+    pub tls: Option<Vec<CertKey>>,
+}
+
+/// One certificate chain and its private key, PEM files.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CertKey {
+    /// The certificate chain (leaf first).
+    pub cert: PathBuf,
+    /// The private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
 }
 
 /// `connection_persistence` of a listener.

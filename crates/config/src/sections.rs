@@ -46,6 +46,7 @@ pub(crate) const LISTENER_KEYS: &[&str] = &[
     "xml_form_field",
     "connection_persistence",
     "preallocate",
+    "tls",
 ];
 pub(crate) const GROUP_KEYS: &[&str] = &[
     "name",

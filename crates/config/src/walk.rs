@@ -214,6 +214,14 @@ impl<'d> Table<'d> {
         }
     }
 
+    /// The sub-table `key` if it is one, without reporting anything otherwise (for keys
+    /// that may be a table or an array of tables).
+    pub(crate) fn section_quiet(&self, key: &str) -> Option<Table<'d>> {
+        let item = self.get(key)?;
+        let table = item.as_table_like()?;
+        Some(Table { path: self.key_path(key), table, span: item.span().or_else(|| self.value_span(key)) })
+    }
+
     /// The entries of an array of tables: `[[key]]` sections or `key = [ { … }, … ]`.
     /// `shape` tells the operator how to write it when it is something else.
     pub(crate) fn entries(&self, sink: &mut Sink, key: &str, shape: &str) -> Vec<Table<'d>> {

@@ -96,6 +96,7 @@ fn listener(name: &str, bind: &str, group: &str) -> Listener {
         xml_form_field: None,
         connection_persistence: ConnectionPersistence::PerRequest,
         preallocate: false,
+        tls: None,
     }
 }
 

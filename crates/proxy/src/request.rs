@@ -276,7 +276,11 @@ fn prepare_forwarded_head(
     let set: Vec<(&str, &str)> = scratch.set_headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
     let rw = RequestRewrite {
         forwarded_for: listener.x_forwarded_for.then(|| client.peer.ip()),
-        forwarded_proto: listener.x_forwarded_proto.then_some("http"),
+        forwarded_proto: listener.x_forwarded_proto.then_some(if client.stream.is_tls() {
+            "https"
+        } else {
+            "http"
+        }),
         upgrade: scratch.req.upgrade,
         set_headers: &set,
     };

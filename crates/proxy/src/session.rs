@@ -78,8 +78,8 @@ impl Scratch {
 
 /// The client side of a session.
 pub struct Client {
-    /// The socket.
-    pub stream: TcpStream,
+    /// The socket (TLS-terminated or plain).
+    pub stream: crate::stream::ClientStream,
     /// Its address.
     pub peer: SocketAddr,
     /// Bytes read and not yet handled; `None` while idle between requests.
@@ -124,7 +124,7 @@ impl Client {
     /// The address the client connected to (asked of the kernel: only rules reading
     /// `dstip` / `dstport` need it).
     pub fn local(&self) -> SocketAddr {
-        self.stream.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
+        self.stream.tcp().local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
     }
 }
 
@@ -174,9 +174,21 @@ impl Drop for BusyGuard<'_> {
 /// Serves one client connection to its end.
 pub async fn serve(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, listener: usize) {
     let _conn = ConnGuard::new(&worker, listener);
-    if worker.shared.snapshot.load().listeners[listener].protocol == config::Protocol::Tls {
+    let (protocol, acceptor) = {
+        let snap = worker.shared.snapshot.load();
+        let l = &snap.listeners[listener];
+        (l.protocol, l.tls.clone())
+    };
+    if protocol == config::Protocol::Tls {
         return crate::tls_pass::serve(Rc::clone(&worker), stream, peer, listener).await;
     }
+    let stream = match acceptor {
+        None => crate::stream::ClientStream::Plain(stream),
+        Some(acceptor) => match handshake(&worker, acceptor, stream, peer).await {
+            Some(tls) => crate::stream::ClientStream::Tls(Box::new(tls)),
+            None => return,
+        },
+    };
     let prealloc = crate::prealloc::start(&worker, &worker.shared.snapshot.load(), listener, peer);
     let pins = prealloc.map(|p| Box::new(Pins { prealloc: Some(p), ..Pins::default() }));
     let mut client = Client { stream, peer, buf: None, pins };
@@ -190,6 +202,30 @@ pub async fn serve(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, list
     }
     if let Some(buf) = client.buf.take() {
         worker.bufs.give(buf);
+    }
+}
+
+/// The TLS handshake of a terminating listener, within `client_head`; failures are
+/// counted and logged, and close the connection.
+async fn handshake(
+    worker: &Worker,
+    acceptor: tokio_rustls::TlsAcceptor,
+    stream: TcpStream,
+    peer: SocketAddr,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let limit = worker.shared.snapshot.load().config.timeouts.client_head;
+    match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => Some(tls),
+        Ok(Err(e)) => {
+            worker.shared.stats.inc(Counter::TlsHandshakeFailed);
+            tracing::info!(client = %peer, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            worker.shared.stats.inc(Counter::TlsHandshakeFailed);
+            tracing::info!(client = %peer, "TLS handshake not done in time");
+            None
+        }
     }
 }
 

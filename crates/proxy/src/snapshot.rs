@@ -133,6 +133,18 @@ pub struct ListenerRt {
     pub connection_persistence: ConnectionPersistence,
     /// Open a connection to the client address's last server while its request is read.
     pub preallocate: bool,
+    /// TLS termination (HTTP listeners with `tls`).
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+/// What each listener needs besides its config, made (and checked) before a snapshot is
+/// built: compiled rules and TLS acceptors, one entry per listener in config order.
+#[derive(Default)]
+pub struct ListenerParts {
+    /// Compiled rules (`None`: no rule file).
+    pub rules: Vec<Option<Arc<rules::RuleSet>>>,
+    /// TLS acceptors (`None`: plain).
+    pub tls: Vec<Option<tokio_rustls::TlsAcceptor>>,
 }
 
 /// The whole runtime view of one config generation.
@@ -158,11 +170,13 @@ impl Snapshot {
     /// entry per listener, in order), reusing server runtimes of `previous`.
     pub fn build(
         config: Config,
-        mut rules: Vec<Option<Arc<rules::RuleSet>>>,
+        parts: ListenerParts,
         previous: Option<&Snapshot>,
         generation: u64,
     ) -> Snapshot {
+        let ListenerParts { mut rules, mut tls } = parts;
         rules.resize(config.listeners.len(), None);
+        tls.resize(config.listeners.len(), None);
         let silent_after = config.agents.as_ref().map_or(Duration::from_secs(2), |a| a.silent_after);
         let groups: Vec<Arc<GroupRt>> = config
             .groups
@@ -184,7 +198,9 @@ impl Snapshot {
             .listeners
             .iter()
             .zip(rules)
-            .map(|(l, rules)| ListenerRt {
+            .zip(tls)
+            .map(|((l, rules), tls)| ListenerRt {
+                tls,
                 rule_hits: rule_hits(rules.as_deref(), previous.and_then(|p| p.listener(&l.name))),
                 name: l.name.clone(),
                 protocol: l.protocol,

@@ -109,6 +109,8 @@ counters! {
     AgentReportsRejected => "agent_reports_rejected",
     /// TLS connections closed: the ClientHello was malformed, not TLS, or too large.
     TlsMalformed => "tls_malformed",
+    /// TLS handshakes that failed or timed out on a terminating listener.
+    TlsHandshakeFailed => "tls_handshake_failed",
 }
 
 impl Counter {
@@ -135,6 +137,7 @@ impl Counter {
                 | RuleDenied
                 | RuleDropped
                 | TlsMalformed
+                | TlsHandshakeFailed
         )
     }
 }

@@ -24,6 +24,9 @@ pub enum ReloadError {
     /// A rule file does not compile (the message has every error with file:line:col).
     #[error("{0}")]
     Rules(String),
+    /// A listener's TLS certificate or key does not load.
+    #[error("{0}")]
+    Tls(String),
 }
 
 /// Why [`Switch::edit`] changed nothing.
@@ -88,6 +91,9 @@ impl Switch {
     /// path) are returned before anything runs.
     pub fn start(config: Config) -> io::Result<Switch> {
         let rules = compile_rules(&config).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let tls = crate::termination::acceptors(&config)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let parts = crate::snapshot::ListenerParts { rules, tls };
         let workers = worker_count(&config);
         let (addrs, sockets) = bind_all(&config, workers)?;
         let sinks = (0..workers).map(|_| open_sink(&config)).collect::<io::Result<Vec<_>>>()?;
@@ -97,7 +103,7 @@ impl Switch {
         let agents_addr = agents.as_ref().map(|s| s.local_addr()).transpose()?;
         let listener_count = config.listeners.len();
         let shared = Arc::new(Shared {
-            snapshot: ArcSwap::from_pointee(Snapshot::build(config, rules, None, 0)),
+            snapshot: ArcSwap::from_pointee(Snapshot::build(config, parts, None, 0)),
             stats: Stats::default(),
             client_conns: AtomicUsize::new(0),
             shutting_down: AtomicBool::new(false),
@@ -205,8 +211,13 @@ impl Switch {
             self.shared.stats.inc(Counter::ReloadsFailed);
             ReloadError::Rules(e)
         })?;
+        let tls = crate::termination::acceptors(&config).map_err(|e| {
+            self.shared.stats.inc(Counter::ReloadsFailed);
+            ReloadError::Tls(e)
+        })?;
         let generation = current.generation + 1;
-        let next = Snapshot::build(config, rules, Some(&current), generation);
+        let parts = crate::snapshot::ListenerParts { rules, tls };
+        let next = Snapshot::build(config, parts, Some(&current), generation);
         let lifetime = next.config.timeouts.sticky_ip;
         self.shared.sticky_ip.reconfigure(lifetime, |id| next.group_of(id).is_some());
         let tls_lifetime = next.config.timeouts.tls_session;

@@ -12,15 +12,15 @@ use tokio::time::{timeout_at, Instant};
 
 /// Copies both ways between `client` and `server`, starting with bytes already buffered
 /// on either side, until one side closes or the tunnel idles out.
-pub async fn run(
-    client: &mut TcpStream,
+pub async fn run<C: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut C,
     cbuf: &mut IoBuf,
     mut server: TcpStream,
     sbuf: &mut IoBuf,
     idle: Duration,
 ) {
     let last = Cell::new(Instant::now());
-    let (mut cr, mut cw) = client.split();
+    let (mut cr, mut cw) = tokio::io::split(client);
     let (mut sr, mut sw) = server.split();
     let up = copy(&mut cr, &mut sw, cbuf, &last, idle);
     let down = copy(&mut sr, &mut cw, sbuf, &last, idle);

@@ -55,8 +55,11 @@ impl Shared {
     pub fn rebuild_snapshot(&self) {
         let _writer = self.snapshot_writer.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.snapshot.load_full();
-        let rules = current.listeners.iter().map(|l| l.rules.clone()).collect();
-        let next = Snapshot::build(current.config.clone(), rules, Some(&current), current.generation + 1);
+        let parts = crate::snapshot::ListenerParts {
+            rules: current.listeners.iter().map(|l| l.rules.clone()).collect(),
+            tls: current.listeners.iter().map(|l| l.tls.clone()).collect(),
+        };
+        let next = Snapshot::build(current.config.clone(), parts, Some(&current), current.generation + 1);
         self.snapshot.store(Arc::new(next));
     }
 }

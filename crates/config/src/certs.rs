@@ -1,0 +1,77 @@
+//! A listener's `tls`: the certificates an HTTP listener terminates TLS with. Written as
+//! one table, `tls = { cert = "site.pem", key = "site.key" }`, or an array of them for
+//! several sites (`tls = [ { cert, key }, … ]`, chosen by the client's SNI). Paths are
+//! relative to the config file; each file must be readable and hold PEM of the right
+//! kind. Whether a key matches its certificate is checked when the switch loads them.
+
+use crate::diag::Sink;
+use crate::sections::home_of;
+use crate::walk::Table;
+use crate::{CertKey, Protocol};
+use std::path::Path;
+
+const CERT_KEYS: &[&str] = &["cert", "key"];
+const SHAPE: &str = "write tls = { cert = \"site.pem\", key = \"site.key\" } or tls = [ { cert, key }, … ]";
+
+/// The listener's certificates, if `tls` is present (on an HTTP listener).
+pub(crate) fn listener_tls(
+    t: &Table,
+    sink: &mut Sink,
+    base: &Path,
+    protocol: Protocol,
+) -> Option<Vec<CertKey>> {
+    if !t.has("tls") || protocol != Protocol::Http {
+        return None;
+    }
+    let tables = match t.section_quiet("tls") {
+        Some(one) => vec![one],
+        None => t.entries(sink, "tls", SHAPE),
+    };
+    let pairs: Vec<CertKey> = tables.iter().filter_map(|c| pair(c, sink, base)).collect();
+    if tables.is_empty() {
+        let message = "`tls` names no certificate".to_string();
+        sink.error(&t.value_span("tls"), &t.key_path("tls"), message, Some(SHAPE.into()));
+    }
+    (pairs.len() == tables.len() && !pairs.is_empty()).then_some(pairs)
+}
+
+fn pair(c: &Table, sink: &mut Sink, base: &Path) -> Option<CertKey> {
+    c.reject_unknown(sink, CERT_KEYS, home_of);
+    let cert = pem_file(c, sink, base, "cert", "\"site.pem\"", &["CERTIFICATE"]);
+    let key =
+        pem_file(c, sink, base, "key", "\"site.key\"", &["PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY"]);
+    Some(CertKey { cert: cert?, key: key? })
+}
+
+/// A readable file holding a PEM block of one of `kinds` (`-----BEGIN <kind>-----`).
+fn pem_file(
+    c: &Table,
+    sink: &mut Sink,
+    base: &Path,
+    key: &str,
+    example: &str,
+    kinds: &[&str],
+) -> Option<std::path::PathBuf> {
+    let name = c.required_string(sink, key, example)?;
+    let path = base.join(name.value);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) => {
+            let message = format!("cannot read {key} file `{}`: {e}", path.display());
+            sink.error(
+                &name.span,
+                &name.key,
+                message,
+                Some("give the path of a PEM file, relative to this config".into()),
+            );
+            return None;
+        }
+    };
+    if !kinds.iter().any(|k| text.contains(&format!("-----BEGIN {k}-----"))) {
+        let message = format!("`{}` holds no PEM {}", path.display(), kinds[0]);
+        let hint = Some(format!("the file should contain a -----BEGIN {}----- block", kinds[0]));
+        sink.error(&name.span, &name.key, message, hint);
+        return None;
+    }
+    Some(path)
+}
