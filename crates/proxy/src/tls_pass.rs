@@ -312,6 +312,9 @@ impl rules::Request for HelloFields {
     }
 }
 
+/// Most session IDs remembered (least recently used go first).
+pub const TLS_SESSIONS_CAPACITY: usize = 100_000;
+
 /// Session IDs learnt from ServerHellos → server id, with an idle lifetime
 /// (`timeouts.tls_session`); a new lifetime on reload starts a new table.
 pub struct TlsSessions {
@@ -325,7 +328,7 @@ impl TlsSessions {
     }
 
     fn table(lifetime: Duration) -> balance::persist::StickTable<Box<[u8]>> {
-        balance::persist::StickTable::new(100_000, lifetime, None)
+        balance::persist::StickTable::new(TLS_SESSIONS_CAPACITY, lifetime, None)
     }
 
     /// The server that issued `session_id`, if known and not expired.

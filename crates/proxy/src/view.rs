@@ -302,16 +302,16 @@ pub(crate) fn stick_tables(shared: &Shared, snap: &Snapshot) -> Vec<StickTableVi
         })
         .collect();
     out.push(StickTableView {
-        name: "tls_sessions".into(),
-        kind: "tls_session_id",
-        entries: Some(shared.tls_sessions.len()),
-        capacity: Some(100_000),
-    });
-    out.push(StickTableView {
         name: "sticky_ip".into(),
         kind: "sticky_ip",
         entries: Some(shared.sticky_ip.len()),
         capacity: None,
+    });
+    out.push(StickTableView {
+        name: "tls_sessions".into(),
+        kind: "tls_session_id",
+        entries: Some(shared.tls_sessions.len()),
+        capacity: Some(crate::tls_pass::TLS_SESSIONS_CAPACITY),
     });
     out
 }
