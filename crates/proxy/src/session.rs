@@ -14,6 +14,7 @@ use http1::{Parse, RequestHead, ResponseHead};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -202,6 +203,11 @@ pub async fn serve(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, list
     }
     if let Some(buf) = client.buf.take() {
         worker.bufs.give(buf);
+    }
+    if client.stream.is_tls() {
+        // close_notify, so the client can tell the end from a truncation (a plain TCP
+        // connection needs nothing more than the close itself).
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), client.stream.shutdown()).await;
     }
 }
 
