@@ -139,7 +139,7 @@ pub(crate) fn listener(t: &Table, sink: &mut Sink, base: &Path) -> ListenerDraft
     }
 }
 
-const PROTOCOLS: &[&str] = &["http", "tls"];
+const PROTOCOLS: &[&str] = &["http", "tls", "pop3", "imap"];
 
 fn protocol(t: &Table, sink: &mut Sink) -> Protocol {
     let Some(p) = t.string(sink, "protocol") else {
@@ -148,6 +148,8 @@ fn protocol(t: &Table, sink: &mut Sink) -> Protocol {
     match p.value {
         "http" => Protocol::Http,
         "tls" => Protocol::Tls,
+        "pop3" => Protocol::Pop3,
+        "imap" => Protocol::Imap,
         other => {
             let message = format!("protocol `{other}` is not supported; supported: {}", PROTOCOLS.join(", "));
             let hint = suggest::hint(other, PROTOCOLS.iter().copied())

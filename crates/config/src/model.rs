@@ -134,6 +134,10 @@ pub enum Protocol {
     Http,
     /// TLS passthrough: routed on the ClientHello (SNI, ALPN, session ID), bytes untouched.
     Tls,
+    /// POP3: the switch takes USER / PASS, routes on the user, replays the login.
+    Pop3,
+    /// IMAP: the switch takes LOGIN / AUTHENTICATE PLAIN, routes on the user, replays it.
+    Imap,
 }
 
 impl Protocol {
@@ -142,6 +146,8 @@ impl Protocol {
         match self {
             Protocol::Http => "http",
             Protocol::Tls => "tls",
+            Protocol::Pop3 => "pop3",
+            Protocol::Imap => "imap",
         }
     }
 }

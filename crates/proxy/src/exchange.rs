@@ -137,7 +137,7 @@ async fn finish(
     snap: &Snapshot,
     client: &mut Client,
     scratch: &mut Scratch,
-    server: TcpStream,
+    mut server: TcpStream,
     srv: &ServerRt,
     end: ReplyEnd,
     pump: Result<(), PumpFail>,
@@ -158,7 +158,7 @@ async fn finish(
             stats.inc(Counter::Tunnels);
             let idle = snap.config.timeouts.tunnel_idle;
             let Some(cbuf) = client.buf.as_mut() else { return Exchange::Failed(None) };
-            tunnel::run(&mut client.stream, cbuf, server, &mut scratch.sbuf, idle).await;
+            tunnel::run(&mut client.stream, cbuf, &mut server, &mut scratch.sbuf, idle).await;
             Exchange::Done { keep_client: false }
         }
         (ReplyEnd::Unanswered, _) => Exchange::Unanswered { delivered: true },

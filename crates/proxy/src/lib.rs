@@ -16,11 +16,13 @@
 mod access_log;
 mod balancing;
 mod buf;
+mod connect;
 mod exchange;
 pub mod explain;
 mod health;
 mod io;
 mod live;
+mod mail_login;
 mod persist;
 mod pool;
 mod prealloc;

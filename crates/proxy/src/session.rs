@@ -180,8 +180,14 @@ pub async fn serve(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, list
         let l = &snap.listeners[listener];
         (l.protocol, l.tls.clone())
     };
-    if protocol == config::Protocol::Tls {
-        return crate::tls_pass::serve(Rc::clone(&worker), stream, peer, listener).await;
+    match protocol {
+        config::Protocol::Tls => {
+            return crate::tls_pass::serve(Rc::clone(&worker), stream, peer, listener).await
+        }
+        config::Protocol::Pop3 | config::Protocol::Imap => {
+            return crate::mail_login::serve(Rc::clone(&worker), stream, peer, listener).await
+        }
+        config::Protocol::Http => {}
     }
     let stream = match acceptor {
         None => crate::stream::ClientStream::Plain(stream),

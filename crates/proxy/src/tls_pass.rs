@@ -4,11 +4,9 @@
 //! server issues in its ServerHello (TLS ≤ 1.2) is remembered, and a client that resumes
 //! with it goes back to that server.
 
-use crate::balancing;
 use crate::io::{read_some, IoFail};
 use crate::snapshot::{ListenerRt, Snapshot};
 use crate::stats::Counter;
-use crate::upstream::{self, ActiveGuard, Tried};
 use crate::worker::Worker;
 use config::HashKey;
 use rules::{Action, Body, Outcome, ProtoField};
@@ -143,8 +141,8 @@ struct Forwarded {
     bytes_out: u64,
 }
 
-/// Pick, connect (retrying other servers on connect failures), send the hello, learn the
-/// server's session ID from its ServerHello, then tunnel.
+/// Pick and connect (see [`crate::connect`]), send the hello, learn the server's session
+/// ID from its ServerHello, then tunnel.
 #[allow(clippy::too_many_arguments)]
 async fn forward(
     worker: &Worker,
@@ -158,45 +156,21 @@ async fn forward(
     out: &mut Forwarded,
 ) {
     let g = snap.group(group);
-    let stats = &worker.shared.stats;
     let mut key = Vec::new();
     let has_key = g.scheduler.uses_key() && hash_key(&g.hash_key, fields, &mut key);
-    let mut tried = Tried::default();
-    for _ in 0..=snap.config.limits.retries {
-        let preferred =
-            prefer.and_then(|id| g.servers.iter().position(|s| s.id == id)).filter(|i| !tried.contains(*i));
-        let key = has_key.then_some(key.as_slice());
-        let Some(index) = preferred.or_else(|| balancing::pick(worker, snap, group, &tried, key)) else {
-            stats.inc(Counter::NoServer);
-            tracing::warn!(group = %g.name, "TLS connection closed: no usable server");
-            return;
-        };
-        let server = &g.servers[index];
-        let Ok(_slot) = upstream::acquire_slot(server, snap, stats).await else { return };
-        let _active = ActiveGuard::new(server);
-        // Server connections of a TLS group are never pooled, so this always connects.
-        let mut upstream = match upstream::connect(worker, snap, server, None).await {
-            Ok((stream, _)) => stream,
-            Err(r) => {
-                tracing::warn!(server = %server.name, reason = r.reason, "server connect failed");
-                crate::health::passive::on_failure(g, server, stats, &worker.shared.weights_epoch);
-                tried.insert(index);
-                stats.inc(Counter::Retries);
-                continue;
-            }
-        };
-        out.server = Some(index);
-        out.bytes_in = cbuf.len() as u64;
-        if upstream.write_all(cbuf.filled()).await.is_err() {
-            return;
-        }
-        cbuf.clear();
-        learn_session(worker, snap, &mut upstream, sbuf, server.id).await;
-        out.bytes_out = sbuf.len() as u64;
-        crate::health::passive::on_success(server);
-        crate::tunnel::run(client, cbuf, upstream, sbuf, snap.config.timeouts.tunnel_idle).await;
+    let key = has_key.then_some(key.as_slice());
+    let Some(mut up) = crate::connect::pick_and_connect(worker, snap, group, prefer, key).await else {
+        return;
+    };
+    out.server = Some(up.index);
+    out.bytes_in = cbuf.len() as u64;
+    if up.stream.write_all(cbuf.filled()).await.is_err() {
         return;
     }
+    cbuf.clear();
+    learn_session(worker, snap, &mut up.stream, sbuf, up.server.id).await;
+    out.bytes_out = sbuf.len() as u64;
+    crate::tunnel::run(client, cbuf, &mut up.stream, sbuf, snap.config.timeouts.tunnel_idle).await;
 }
 
 /// Reads the server's first bytes until its ServerHello is whole (they stay in `sbuf`, to

@@ -15,7 +15,7 @@ use tokio::time::{timeout_at, Instant};
 pub async fn run<C: AsyncRead + AsyncWrite + Unpin>(
     client: &mut C,
     cbuf: &mut IoBuf,
-    mut server: TcpStream,
+    server: &mut TcpStream,
     sbuf: &mut IoBuf,
     idle: Duration,
 ) {

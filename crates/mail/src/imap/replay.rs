@@ -53,6 +53,8 @@ pub enum Cause {
     Bye(String),
     /// The server answered the login NO or BAD (its line, shortened).
     Rejected(String),
+    /// No server could be reached, or it closed or went silent before answering.
+    Unreachable(String),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,6 +188,12 @@ impl Replay {
         if let Some(segment) = self.segments.pop() {
             out.extend(segment);
         }
+    }
+
+    /// The caller could not reach a server, or the server closed or went silent before
+    /// the outcome: the client gets `tag NO [UNAVAILABLE]` (a temporary failure).
+    pub fn server_gone(&mut self, why: &str, out: &mut Vec<u8>) -> Outcome {
+        self.unavailable(Cause::Unreachable(why.to_string()), out)
     }
 
     fn unavailable(&mut self, cause: Cause, out: &mut Vec<u8>) -> Outcome {

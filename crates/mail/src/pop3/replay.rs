@@ -45,6 +45,8 @@ pub enum Cause {
     Protocol(ServerError),
     /// The server refused USER or PASS (its line, shortened).
     Rejected(String),
+    /// No server could be reached, or it closed or went silent before answering.
+    Unreachable(String),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,6 +134,12 @@ impl Replay {
             }
             (Step::Done, _) => None,
         }
+    }
+
+    /// The caller could not reach a server, or the server closed or went silent before
+    /// the outcome: the client gets `-ERR [SYS/TEMP]` (a temporary failure, RFC 3206).
+    pub fn server_gone(&mut self, why: &str, out: &mut Vec<u8>) -> Outcome {
+        self.refuse(UNAVAILABLE.to_vec(), Cause::Unreachable(why.to_string()), out)
     }
 
     fn refuse(&mut self, to_client: Vec<u8>, cause: Cause, out: &mut Vec<u8>) -> Outcome {

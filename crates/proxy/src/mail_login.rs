@@ -1,0 +1,420 @@
+//! POP3 and IMAP listeners (seed 000 §4.4): the switch greets, answers the pre-login
+//! commands and takes the login itself (`crates/mail`'s fronts), routes on the user
+//! (`pop.user`, `imap.user` and their domains), connects, replays the login to the server
+//! (`crates/mail`'s replays) and passes its answer on: a refused login is refused to the
+//! client, which may try again; an accepted one becomes a byte tunnel.
+
+use crate::io::{read_some, write_all_parts, IoFail};
+use crate::snapshot::{ListenerRt, Snapshot};
+use crate::stats::Counter;
+use crate::worker::Worker;
+use config::{HashKey, Protocol};
+use mail::{imap, pop3};
+use rules::{Action, Body, Outcome as RuleOutcome, ProtoField};
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// A protocol's client side until the login.
+enum Front {
+    Pop3(pop3::Front),
+    Imap(Box<imap::Front>),
+}
+
+/// A login to route and replay.
+struct Login {
+    user: String,
+    replay: Replay,
+}
+
+enum Replay {
+    Pop3(pop3::Replay),
+    Imap(Box<imap::Replay>),
+}
+
+enum Step {
+    Login(Login),
+    Close,
+}
+
+/// How a replay ended: the server's words for the client, and whether it logged in.
+struct Ended {
+    to_client: Vec<u8>,
+    logged_in: bool,
+    cause: String,
+}
+
+impl Front {
+    fn new(protocol: Protocol) -> Front {
+        let hostname = "cswitch".to_string();
+        match protocol {
+            Protocol::Imap => Front::Imap(Box::new(imap::Front::new(imap::FrontConfig {
+                hostname,
+                ..imap::FrontConfig::default()
+            }))),
+            _ => {
+                Front::Pop3(pop3::Front::new(pop3::FrontConfig { hostname, ..pop3::FrontConfig::default() }))
+            }
+        }
+    }
+
+    fn greeting(&self, out: &mut Vec<u8>) {
+        match self {
+            Front::Pop3(f) => f.greeting(out),
+            Front::Imap(f) => f.greeting(out),
+        }
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        match self {
+            Front::Pop3(f) => f.feed(bytes),
+            Front::Imap(f) => f.feed(bytes),
+        }
+    }
+
+    /// The next thing to act on; `None` when more client bytes are needed.
+    fn poll(&mut self, out: &mut Vec<u8>) -> Option<Step> {
+        match self {
+            Front::Pop3(f) => match f.poll(out)? {
+                pop3::Event::Login { user, pass } => {
+                    let replay = Replay::Pop3(pop3::Replay::new(pop3::ReplayConfig::default(), &user, &pass));
+                    Some(Step::Login(Login { user, replay }))
+                }
+                // STLS is not offered (the front advertises it only when configured).
+                pop3::Event::StartTls | pop3::Event::Quit | pop3::Event::Close { .. } => Some(Step::Close),
+            },
+            Front::Imap(f) => match f.poll(out)? {
+                imap::Event::Login { tag, creds } => {
+                    let replay = imap::Replay::new(imap::ReplayConfig::default(), &tag, &creds);
+                    Some(Step::Login(Login {
+                        user: creds.user.clone(),
+                        replay: Replay::Imap(Box::new(replay)),
+                    }))
+                }
+                imap::Event::StartTls | imap::Event::Quit | imap::Event::Close { .. } => Some(Step::Close),
+            },
+        }
+    }
+
+    fn login_failed(&mut self, to_client: &[u8], out: &mut Vec<u8>) {
+        match self {
+            Front::Pop3(f) => f.login_failed(to_client, out),
+            Front::Imap(f) => f.login_failed(to_client, out),
+        }
+    }
+
+    fn deny_login(&mut self, text: &str, out: &mut Vec<u8>) {
+        match self {
+            Front::Pop3(f) => f.deny_login(text, out),
+            Front::Imap(f) => f.deny_login(text, out),
+        }
+    }
+
+    /// The client bytes that followed the login, for the server.
+    fn tunnel(self) -> Vec<u8> {
+        match self {
+            Front::Pop3(f) => f.tunnel(),
+            Front::Imap(f) => f.tunnel(),
+        }
+    }
+}
+
+impl Replay {
+    fn feed(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Option<Ended> {
+        match self {
+            Replay::Pop3(r) => r.feed(bytes, out).map(pop3_ended),
+            Replay::Imap(r) => r.feed(bytes, out).map(imap_ended),
+        }
+    }
+
+    /// No server, or it closed or went silent: the protocol's "try again later".
+    fn server_gone(&mut self, why: &str) -> Ended {
+        let mut ignored = Vec::new();
+        match self {
+            Replay::Pop3(r) => pop3_ended(r.server_gone(why, &mut ignored)),
+            Replay::Imap(r) => imap_ended(r.server_gone(why, &mut ignored)),
+        }
+    }
+}
+
+fn pop3_ended(o: pop3::Outcome) -> Ended {
+    match o {
+        pop3::Outcome::LoggedIn { to_client } => Ended { to_client, logged_in: true, cause: String::new() },
+        pop3::Outcome::Refused { to_client, cause } => {
+            Ended { to_client, logged_in: false, cause: format!("{cause:?}") }
+        }
+    }
+}
+
+fn imap_ended(o: imap::Outcome) -> Ended {
+    match o {
+        imap::Outcome::LoggedIn { to_client } => Ended { to_client, logged_in: true, cause: String::new() },
+        imap::Outcome::Refused { to_client, cause } => {
+            Ended { to_client, logged_in: false, cause: format!("{cause:?}") }
+        }
+    }
+}
+
+/// Serves one POP3 or IMAP connection.
+pub async fn serve(worker: Rc<Worker>, mut client: TcpStream, peer: SocketAddr, listener: usize) {
+    let snap = worker.shared.snapshot.load_full();
+    let l = &snap.listeners[listener];
+    let mut front = Front::new(l.protocol);
+    let mut out = Vec::with_capacity(512);
+    front.greeting(&mut out);
+    let mut cbuf = worker.bufs.take();
+    let local = client.local_addr().unwrap_or(peer);
+    loop {
+        while let Some(step) = front.poll(&mut out) {
+            match step {
+                Step::Close => {
+                    let _ = flush(&snap, &mut client, &mut out).await;
+                    worker.bufs.give(cbuf);
+                    return;
+                }
+                Step::Login(login) => {
+                    if !flush(&snap, &mut client, &mut out).await {
+                        worker.bufs.give(cbuf);
+                        return;
+                    }
+                    let fields = LoginFields::new(l.protocol, &login.user, peer, local);
+                    worker.shared.stats.inc(Counter::Requests);
+                    match decide(&worker, l, &fields) {
+                        None => front.deny_login("login refused by policy", &mut out),
+                        Some(group) => {
+                            match replay_login(&worker, &snap, group, &fields, login.replay).await {
+                                Session::Refused(to_client) => front.login_failed(&to_client, &mut out),
+                                Session::LoggedIn { to_client, mut up } => {
+                                    finish(
+                                        &worker, &snap, listener, group, client, cbuf, front, to_client,
+                                        &mut up,
+                                    )
+                                    .await;
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if !flush(&snap, &mut client, &mut out).await {
+            break;
+        }
+        // Before the login the client has the idle timeout to type its next command.
+        let deadline = Instant::now() + snap.config.timeouts.client_idle;
+        cbuf.clear();
+        match read_some(&mut client, &mut cbuf, deadline).await {
+            Ok(0) | Err(IoFail::Io) => break,
+            Ok(_) => front.feed(cbuf.filled()),
+            Err(IoFail::Timeout) => {
+                worker.shared.stats.inc(Counter::IdleTimeout);
+                break;
+            }
+        }
+    }
+    worker.bufs.give(cbuf);
+}
+
+/// After the server took the login: its answer to the client, the client's bytes after the
+/// login to the server, then the tunnel.
+#[allow(clippy::too_many_arguments)]
+async fn finish(
+    worker: &Worker,
+    snap: &Snapshot,
+    listener: usize,
+    group: usize,
+    mut client: TcpStream,
+    mut cbuf: crate::buf::IoBuf,
+    front: Front,
+    to_client: Vec<u8>,
+    up: &mut crate::connect::Upstream<'_>,
+) {
+    let started = Instant::now();
+    let deadline = Instant::now() + snap.config.timeouts.client_io;
+    let after_login = front.tunnel();
+    if write_all_parts(&mut client, &[&to_client], deadline).await.is_err()
+        || write_all_parts(&mut up.stream, &[&after_login], deadline).await.is_err()
+    {
+        worker.bufs.give(cbuf);
+        return;
+    }
+    cbuf.clear();
+    let mut sbuf = worker.bufs.take();
+    crate::tunnel::run(&mut client, &mut cbuf, &mut up.stream, &mut sbuf, snap.config.timeouts.tunnel_idle)
+        .await;
+    if let Some(l) = worker.shared.listeners.get(listener) {
+        l.record(0, after_login.len() as u64, to_client.len() as u64);
+    }
+    if let Some(server) = snap.group(group).servers.get(up.index) {
+        server.live.record(0, after_login.len() as u64, to_client.len() as u64, started.elapsed());
+    }
+    worker.bufs.give(cbuf);
+    worker.bufs.give(sbuf);
+}
+
+async fn flush(snap: &Snapshot, client: &mut TcpStream, out: &mut Vec<u8>) -> bool {
+    if out.is_empty() {
+        return true;
+    }
+    let deadline = Instant::now() + snap.config.timeouts.client_io;
+    let ok = write_all_parts(client, &[out], deadline).await.is_ok();
+    out.clear();
+    ok
+}
+
+enum Session<'s> {
+    Refused(Vec<u8>),
+    LoggedIn { to_client: Vec<u8>, up: crate::connect::Upstream<'s> },
+}
+
+/// Connects to a server of `group` and replays the login; a server that cannot be
+/// reached, or that answers nothing in time, gives the replay's own "unavailable" answer.
+async fn replay_login<'s>(
+    worker: &Worker,
+    snap: &'s Snapshot,
+    group: usize,
+    fields: &LoginFields,
+    mut replay: Replay,
+) -> Session<'s> {
+    let g = snap.group(group);
+    let mut key = Vec::new();
+    let has_key = g.scheduler.uses_key() && hash_key(&g.hash_key, fields, &mut key);
+    let up =
+        crate::connect::pick_and_connect(worker, snap, group, None, has_key.then_some(key.as_slice())).await;
+    let Some(mut up) = up else {
+        return Session::Refused(replay.server_gone("no server could be reached").to_client);
+    };
+    let mut sbuf = worker.bufs.take();
+    let ended = converse(snap, &mut up.stream, &mut sbuf, &mut replay).await;
+    worker.bufs.give(sbuf);
+    if ended.logged_in {
+        return Session::LoggedIn { to_client: ended.to_client, up };
+    }
+    tracing::info!(user = %fields.user, server = %up.server.name, cause = %ended.cause, "login not accepted");
+    Session::Refused(ended.to_client)
+}
+
+/// Runs the replay against the server until it has an outcome (the server's silence for
+/// `server_response`, or its close, ends it as "unavailable").
+async fn converse(
+    snap: &Snapshot,
+    server: &mut TcpStream,
+    sbuf: &mut crate::buf::IoBuf,
+    replay: &mut Replay,
+) -> Ended {
+    let deadline = Instant::now() + snap.config.timeouts.server_response;
+    let mut to_server = Vec::new();
+    loop {
+        sbuf.clear();
+        let why = match read_some(server, sbuf, deadline).await {
+            Ok(0) => "the server closed the connection",
+            Ok(_) => {
+                let ended = replay.feed(sbuf.filled(), &mut to_server);
+                if !to_server.is_empty() {
+                    let sent = write_all_parts(server, &[&to_server], deadline).await;
+                    to_server.clear();
+                    if sent.is_err() && ended.is_none() {
+                        return replay.server_gone("could not write to the server");
+                    }
+                }
+                match ended {
+                    Some(e) => return e,
+                    None => continue,
+                }
+            }
+            Err(IoFail::Timeout) => "the server did not answer in time",
+            Err(IoFail::Io) => "the server connection failed",
+        };
+        return replay.server_gone(why);
+    }
+}
+
+/// The group for this login; `None` when a rule refuses it.
+fn decide(worker: &Worker, l: &ListenerRt, fields: &LoginFields) -> Option<usize> {
+    let Some(rules) = l.rules.as_deref() else { return Some(l.default_group) };
+    let mut state = worker.eval.borrow_mut();
+    let decision = match rules.evaluate(fields, &mut state, None) {
+        RuleOutcome::Decided(d) => d,
+        RuleOutcome::NeedMore => return Some(l.default_group),
+    };
+    if let Some((index, _)) = decision.rule {
+        if let Some(hits) = l.rule_hits.get(index) {
+            hits.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    match decision.action {
+        Action::Route { group, .. } => Some(group),
+        Action::Default => Some(l.default_group),
+        Action::Deny { .. } | Action::Redirect { .. } | Action::Drop => {
+            worker.shared.stats.inc(Counter::RuleDenied);
+            tracing::info!(user = %fields.user, "login refused by rule");
+            None
+        }
+    }
+}
+
+/// The scheduler key of a login: the client address for `srcip`, else the user.
+fn hash_key(key: &HashKey, fields: &LoginFields, out: &mut Vec<u8>) -> bool {
+    out.clear();
+    match key {
+        HashKey::SrcIp => match fields.src.ip() {
+            IpAddr::V4(v4) => out.extend_from_slice(&v4.octets()),
+            IpAddr::V6(v6) => out.extend_from_slice(&v6.octets()),
+        },
+        _ => out.extend_from_slice(fields.user.as_bytes()),
+    }
+    true
+}
+
+/// A login as the rules see it.
+struct LoginFields {
+    protocol: Protocol,
+    src: SocketAddr,
+    dst: SocketAddr,
+    user: String,
+    domain: String,
+}
+
+impl LoginFields {
+    fn new(protocol: Protocol, user: &str, src: SocketAddr, dst: SocketAddr) -> Self {
+        LoginFields { protocol, src, dst, user: user.to_string(), domain: mail::domain_of(user) }
+    }
+}
+
+impl rules::Request for LoginFields {
+    fn src(&self) -> SocketAddr {
+        self.src
+    }
+    fn dst(&self) -> SocketAddr {
+        self.dst
+    }
+    fn method(&self) -> &[u8] {
+        b""
+    }
+    fn target(&self) -> &[u8] {
+        b""
+    }
+    fn version(&self) -> &[u8] {
+        b""
+    }
+    fn header(&self, _: &str) -> Option<&[u8]> {
+        None
+    }
+    fn header_each<'a>(&'a self, _: &str, _: &mut dyn FnMut(&'a [u8]) -> bool) {}
+    fn body(&self) -> Body<'_> {
+        Body { bytes: &[], complete: true }
+    }
+    fn proto_field(&self, field: ProtoField) -> Option<&[u8]> {
+        let text = match (self.protocol, field) {
+            (Protocol::Pop3, ProtoField::PopUser) | (Protocol::Imap, ProtoField::ImapUser) => &self.user,
+            (Protocol::Pop3, ProtoField::PopUserDomain) | (Protocol::Imap, ProtoField::ImapUserDomain) => {
+                &self.domain
+            }
+            _ => return None,
+        };
+        Some(text.as_bytes())
+    }
+}
