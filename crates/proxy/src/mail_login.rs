@@ -10,7 +10,7 @@ use crate::stats::Counter;
 use crate::worker::Worker;
 use config::{HashKey, Protocol};
 use mail::{imap, pop3};
-use rules::{Action, Body, Outcome as RuleOutcome, ProtoField};
+use rules::{Action, Outcome as RuleOutcome, ProtoField};
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -336,7 +336,7 @@ async fn converse(
 fn decide(worker: &Worker, l: &ListenerRt, fields: &LoginFields) -> Option<usize> {
     let Some(rules) = l.rules.as_deref() else { return Some(l.default_group) };
     let mut state = worker.eval.borrow_mut();
-    let decision = match rules.evaluate(fields, &mut state, None) {
+    let decision = match fields.evaluate(rules, &mut state) {
         RuleOutcome::Decided(d) => d,
         RuleOutcome::NeedMore => return Some(l.default_group),
     };
@@ -369,7 +369,7 @@ fn hash_key(key: &HashKey, fields: &LoginFields, out: &mut Vec<u8>) -> bool {
     true
 }
 
-/// A login as the rules see it.
+/// What the rules and the scheduler read from a login.
 struct LoginFields {
     protocol: Protocol,
     src: SocketAddr,
@@ -382,39 +382,15 @@ impl LoginFields {
     fn new(protocol: Protocol, user: &str, src: SocketAddr, dst: SocketAddr) -> Self {
         LoginFields { protocol, src, dst, user: user.to_string(), domain: mail::domain_of(user) }
     }
-}
 
-impl rules::Request for LoginFields {
-    fn src(&self) -> SocketAddr {
-        self.src
-    }
-    fn dst(&self) -> SocketAddr {
-        self.dst
-    }
-    fn method(&self) -> &[u8] {
-        b""
-    }
-    fn target(&self) -> &[u8] {
-        b""
-    }
-    fn version(&self) -> &[u8] {
-        b""
-    }
-    fn header(&self, _: &str) -> Option<&[u8]> {
-        None
-    }
-    fn header_each<'a>(&'a self, _: &str, _: &mut dyn FnMut(&'a [u8]) -> bool) {}
-    fn body(&self) -> Body<'_> {
-        Body { bytes: &[], complete: true }
-    }
-    fn proto_field(&self, field: ProtoField) -> Option<&[u8]> {
-        let text = match (self.protocol, field) {
-            (Protocol::Pop3, ProtoField::PopUser) | (Protocol::Imap, ProtoField::ImapUser) => &self.user,
-            (Protocol::Pop3, ProtoField::PopUserDomain) | (Protocol::Imap, ProtoField::ImapUserDomain) => {
-                &self.domain
-            }
-            _ => return None,
+    /// The rules' view: the protocol's user fields and the addresses.
+    fn evaluate<'r>(&self, rules: &'r rules::RuleSet, state: &'r mut rules::EvalState) -> RuleOutcome<'r> {
+        let (user, domain) = match self.protocol {
+            Protocol::Imap => (ProtoField::ImapUser, ProtoField::ImapUserDomain),
+            _ => (ProtoField::PopUser, ProtoField::PopUserDomain),
         };
-        Some(text.as_bytes())
+        let fields = [(user, self.user.as_bytes()), (domain, self.domain.as_bytes())];
+        let req = rules::ConnectionRequest { src: self.src, dst: self.dst, host: None, fields: &fields };
+        rules.evaluate(&req, state, None)
     }
 }

@@ -9,7 +9,7 @@ use crate::snapshot::{ListenerRt, Snapshot};
 use crate::stats::Counter;
 use crate::worker::Worker;
 use config::HashKey;
-use rules::{Action, Body, Outcome, ProtoField};
+use rules::{Action, Outcome, ProtoField};
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -94,7 +94,7 @@ async fn read_client_hello(
 fn route(worker: &Worker, l: &ListenerRt, fields: &HelloFields) -> Option<usize> {
     let Some(rules) = l.rules.as_deref() else { return Some(l.default_group) };
     let mut state = worker.eval.borrow_mut();
-    let decision = match rules.evaluate(fields, &mut state, None) {
+    let decision = match fields.evaluate(rules, &mut state) {
         Outcome::Decided(d) => d,
         // Nothing in a hello is "not yet known": only body fields are.
         Outcome::NeedMore => return Some(l.default_group),
@@ -219,8 +219,7 @@ fn hash_key(key: &HashKey, fields: &HelloFields, out: &mut Vec<u8>) -> bool {
     true
 }
 
-/// A ClientHello as the rules see it: the `tls.*` fields, the addresses, and `host` =
-/// the SNI; the HTTP fields are empty.
+/// What the rules and the scheduler read from a ClientHello.
 struct HelloFields {
     src: SocketAddr,
     dst: SocketAddr,
@@ -245,44 +244,20 @@ impl HelloFields {
     fn sni_str(&self) -> &str {
         self.sni.as_deref().unwrap_or("-")
     }
-}
 
-impl rules::Request for HelloFields {
-    fn src(&self) -> SocketAddr {
-        self.src
-    }
-    fn dst(&self) -> SocketAddr {
-        self.dst
-    }
-    fn method(&self) -> &[u8] {
-        b""
-    }
-    fn target(&self) -> &[u8] {
-        b""
-    }
-    fn version(&self) -> &[u8] {
-        b""
-    }
-    fn header(&self, name: &str) -> Option<&[u8]> {
-        (name == "host").then_some(self.sni.as_deref()?.as_bytes())
-    }
-    fn header_each<'a>(&'a self, name: &str, visit: &mut dyn FnMut(&'a [u8]) -> bool) {
-        if let Some(v) = self.header(name) {
-            visit(v);
+    /// The rules' view: `tls.*` fields, the addresses, and `host` = the SNI.
+    fn evaluate<'r>(&self, rules: &'r rules::RuleSet, state: &'r mut rules::EvalState) -> Outcome<'r> {
+        let sni = self.sni.as_deref().map(str::as_bytes);
+        let mut fields: Vec<(ProtoField, &[u8])> = vec![
+            (ProtoField::TlsAlpn, self.alpn.as_bytes()),
+            (ProtoField::TlsSessionId, self.session_id.as_bytes()),
+            (ProtoField::TlsVersion, self.version.as_bytes()),
+        ];
+        if let Some(sni) = sni {
+            fields.push((ProtoField::TlsSni, sni));
         }
-    }
-    fn body(&self) -> Body<'_> {
-        Body { bytes: &[], complete: true }
-    }
-    fn proto_field(&self, field: ProtoField) -> Option<&[u8]> {
-        let text = match field {
-            ProtoField::TlsSni => self.sni.as_deref()?,
-            ProtoField::TlsAlpn => &self.alpn,
-            ProtoField::TlsSessionId => &self.session_id,
-            ProtoField::TlsVersion => &self.version,
-            _ => return None,
-        };
-        Some(text.as_bytes())
+        let req = rules::ConnectionRequest { src: self.src, dst: self.dst, host: sni, fields: &fields };
+        rules.evaluate(&req, state, None)
     }
 }
 

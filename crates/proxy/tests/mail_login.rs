@@ -17,8 +17,8 @@ fn unquote(s: &str) -> String {
     s.trim_matches('"').to_string()
 }
 
-/// A scripted POP3 server named `name`: accepts password "good", serves one message.
-fn pop3_server(name: &'static str) -> (SocketAddr, Seen) {
+/// A scripted server on 127.0.0.1:0 running `session` per connection (a thread each).
+fn scripted(name: &'static str, session: fn(&str, TcpStream, &Seen)) -> (SocketAddr, Seen) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let seen: Seen = Arc::default();
@@ -26,10 +26,15 @@ fn pop3_server(name: &'static str) -> (SocketAddr, Seen) {
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             let log = Arc::clone(&log);
-            std::thread::spawn(move || pop3_session(name, stream, &log));
+            std::thread::spawn(move || session(name, stream, &log));
         }
     });
     (addr, seen)
+}
+
+/// A scripted POP3 server named `name`: accepts password "good", serves one message.
+fn pop3_server(name: &'static str) -> (SocketAddr, Seen) {
+    scripted(name, pop3_session)
 }
 
 fn pop3_session(name: &str, stream: TcpStream, log: &Seen) {
@@ -67,17 +72,7 @@ fn pop3_session(name: &str, stream: TcpStream, log: &Seen) {
 
 /// A scripted IMAP server named `name`: accepts password "good".
 fn imap_server(name: &'static str) -> (SocketAddr, Seen) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen: Seen = Arc::default();
-    let log = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let log = Arc::clone(&log);
-            std::thread::spawn(move || imap_session(name, stream, &log));
-        }
-    });
-    (addr, seen)
+    scripted(name, imap_session)
 }
 
 fn imap_session(name: &str, stream: TcpStream, log: &Seen) {

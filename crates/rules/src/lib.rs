@@ -80,7 +80,7 @@ mod tests;
 
 pub use diag::{Diagnostic, Diagnostics, Severity};
 pub use eval::{Action, Decision, EvalState, Outcome, SetHeaders};
-pub use proto::ProtoField;
+pub use proto::{ConnectionRequest, ProtoField};
 pub use request::{Body, OwnedRequest, Request, RequestError};
 pub use ruleset::{CompileOptions, RuleSet};
 pub use trace::{Trace, TraceRule, TraceTest, Truth};

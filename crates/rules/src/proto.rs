@@ -92,3 +92,53 @@ impl ProtoField {
         }
     }
 }
+
+/// A connection-level "request" for listeners that are not HTTP (TLS passthrough, mail):
+/// the addresses, an optional `host` (a TLS client's SNI) and the protocol fields; every
+/// HTTP field is absent.
+pub struct ConnectionRequest<'a> {
+    /// Client address.
+    pub src: std::net::SocketAddr,
+    /// The address the client connected to.
+    pub dst: std::net::SocketAddr,
+    /// What `host` reads, if anything.
+    pub host: Option<&'a [u8]>,
+    /// The protocol fields present, with their values.
+    pub fields: &'a [(ProtoField, &'a [u8])],
+}
+
+impl crate::Request for ConnectionRequest<'_> {
+    fn src(&self) -> std::net::SocketAddr {
+        self.src
+    }
+    fn dst(&self) -> std::net::SocketAddr {
+        self.dst
+    }
+    fn method(&self) -> &[u8] {
+        b""
+    }
+    fn target(&self) -> &[u8] {
+        b""
+    }
+    fn version(&self) -> &[u8] {
+        b""
+    }
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        if name == "host" {
+            self.host
+        } else {
+            None
+        }
+    }
+    fn header_each<'b>(&'b self, name: &str, visit: &mut dyn FnMut(&'b [u8]) -> bool) {
+        if let Some(v) = self.header(name) {
+            visit(v);
+        }
+    }
+    fn body(&self) -> crate::Body<'_> {
+        crate::Body { bytes: &[], complete: true }
+    }
+    fn proto_field(&self, field: ProtoField) -> Option<&[u8]> {
+        self.fields.iter().find(|(f, _)| *f == field).map(|(_, v)| *v)
+    }
+}
