@@ -139,7 +139,7 @@ pub(crate) fn listener(t: &Table, sink: &mut Sink, base: &Path) -> ListenerDraft
     }
 }
 
-const PROTOCOLS: &[&str] = &["http", "tls", "pop3", "imap"];
+const PROTOCOLS: &[&str] = &["http", "tls", "smtp", "pop3", "imap"];
 
 fn protocol(t: &Table, sink: &mut Sink) -> Protocol {
     let Some(p) = t.string(sink, "protocol") else {
@@ -148,6 +148,7 @@ fn protocol(t: &Table, sink: &mut Sink) -> Protocol {
     match p.value {
         "http" => Protocol::Http,
         "tls" => Protocol::Tls,
+        "smtp" => Protocol::Smtp,
         "pop3" => Protocol::Pop3,
         "imap" => Protocol::Imap,
         other => {

@@ -138,6 +138,8 @@ pub enum Protocol {
     Pop3,
     /// IMAP: the switch takes LOGIN / AUTHENTICATE PLAIN, routes on the user, replays it.
     Imap,
+    /// SMTP: the switch takes the envelope, routes on sender and recipients, replays it.
+    Smtp,
 }
 
 impl Protocol {
@@ -148,6 +150,7 @@ impl Protocol {
             Protocol::Tls => "tls",
             Protocol::Pop3 => "pop3",
             Protocol::Imap => "imap",
+            Protocol::Smtp => "smtp",
         }
     }
 }

@@ -129,7 +129,7 @@ fn unknown_scheduler_lists_the_valid_names() {
 fn unknown_protocols_are_refused_and_http_keys_stay_on_http_listeners() {
     let d = one(&BASE.replace("default_group", "protocol = \"ftp\"\ndefault_group"));
     assert_at(&d, 4, 12, "listener[0].protocol");
-    assert_eq!(d.message, "protocol `ftp` is not supported; supported: http, tls, pop3, imap");
+    assert_eq!(d.message, "protocol `ftp` is not supported; supported: http, tls, smtp, pop3, imap");
     let d = one(&BASE.replace("default_group", "protocol = \"tsl\"\ndefault_group"));
     assert_eq!(d.hint.as_deref(), Some("did you mean `tls`?"));
     let d = one(&BASE.replace("default_group", "protocol = \"tls\"\nx_forwarded_for = true\ndefault_group"));

@@ -31,6 +31,7 @@ mod request;
 mod respond;
 mod route;
 mod session;
+mod smtp;
 mod snapshot;
 mod stats;
 mod sticky;

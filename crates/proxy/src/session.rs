@@ -184,6 +184,9 @@ pub async fn serve(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, list
         config::Protocol::Tls => {
             return crate::tls_pass::serve(Rc::clone(&worker), stream, peer, listener).await
         }
+        config::Protocol::Smtp => {
+            return crate::smtp::serve(Rc::clone(&worker), stream, peer, listener).await
+        }
         config::Protocol::Pop3 | config::Protocol::Imap => {
             return crate::mail_login::serve(Rc::clone(&worker), stream, peer, listener).await
         }

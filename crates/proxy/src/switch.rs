@@ -111,6 +111,7 @@ impl Switch {
             sticky_ip: crate::sticky::StickyIp::new(sticky_lifetime),
             last_server: Default::default(),
             tls_sessions: crate::tls_pass::TlsSessions::new(tls_lifetime),
+            smtp_refusals: Default::default(),
             weights_epoch: Default::default(),
             listeners: (0..listener_count).map(|_| Default::default()).collect(),
             started: std::time::Instant::now(),

@@ -35,6 +35,8 @@ pub struct Shared {
     pub sticky_ip: crate::sticky::StickyIp,
     /// The last server each client address used (pre-allocation).
     pub last_server: crate::prealloc::LastServer,
+    /// Recipients SMTP servers refused after the switch had accepted them.
+    pub smtp_refusals: crate::smtp::Refusals,
     /// TLS session IDs servers issued → server (passthrough listeners).
     pub tls_sessions: crate::tls_pass::TlsSessions,
     /// Bumped whenever the health control loop changes an effective weight: schedulers

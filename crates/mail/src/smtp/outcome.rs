@@ -81,4 +81,6 @@ pub enum Cause {
     Recipients,
     /// DATA was refused.
     Data(Reply),
+    /// No server could be reached, or it closed or went silent before DATA.
+    Unreachable(String),
 }

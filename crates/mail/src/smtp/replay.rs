@@ -221,6 +221,12 @@ impl Replay {
         Some(self.refuse(reply, Cause::Recipients, out))
     }
 
+    /// The caller could not reach a server, or the server closed or went silent before the
+    /// outcome: the client's DATA gets 451 4.4.0 (it keeps the message and retries).
+    pub fn server_gone(&mut self, why: &str, out: &mut Vec<u8>) -> Outcome {
+        self.refuse(policy::unavailable(), Cause::Unreachable(why.to_string()), out)
+    }
+
     fn refuse(&mut self, reply: Reply, cause: Cause, out: &mut Vec<u8>) -> Outcome {
         self.step = Step::Done;
         out.extend_from_slice(b"QUIT\r\n");

@@ -1,0 +1,325 @@
+//! The SMTP listener (seed 000 §4.4): the switch speaks the start of the dialogue itself
+//! (`mail::smtp::Front`: greeting, EHLO, MAIL, RCPT, pipelining), lets the rules judge the
+//! sender (`smtp.mail_from…`: a `deny` answers 550) and route each recipient
+//! (`smtp.rcpt_to…`), and at DATA connects to the chosen server and replays the envelope
+//! (`mail::smtp::Replay`, with XCLIENT when offered). Then it tunnels. A recipient that
+//! would go to another server than the transaction's first gets 451 (the client sends it in
+//! a separate transaction); recipients the server refused after the switch said 250 are
+//! handled by the replay's policy and remembered in the listener's refusal cache.
+
+use crate::io::{read_some, write_all_parts, IoFail};
+use crate::snapshot::{ListenerRt, Snapshot};
+use crate::stats::Counter;
+use crate::worker::Worker;
+use mail::smtp::{self, ClientInfo, Event, Front, FrontConfig, Mailbox, Outcome, RefusalCache, Replay};
+use rules::{Action, ProtoField};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// Text of a `deny` on the sender or a recipient.
+const DENY_TEXT: &str = "5.7.1 rejected by policy";
+
+/// Recipients servers refused, per process: answered from here on the client's retry.
+pub struct Refusals(Mutex<RefusalCache>);
+
+impl Default for Refusals {
+    fn default() -> Self {
+        // Permanent refusals for an hour; temporary ones not at all (greylisting servers
+        // must see the retry themselves).
+        Refusals(Mutex::new(RefusalCache::new(10_000, Duration::from_secs(3600), Duration::ZERO)))
+    }
+}
+
+/// The transaction being collected: its sender and the group its first recipient chose.
+#[derive(Default)]
+struct Txn {
+    from: Option<Mailbox>,
+    group: Option<usize>,
+    first_rcpt: Option<Mailbox>,
+    rcpts: usize,
+}
+
+/// Serves one SMTP connection.
+pub async fn serve(worker: Rc<Worker>, mut client: TcpStream, peer: SocketAddr, listener: usize) {
+    let snap = worker.shared.snapshot.load_full();
+    let l = &snap.listeners[listener];
+    let mut front = Front::new(FrontConfig { hostname: "cswitch".into(), ..FrontConfig::default() });
+    let mut out = Vec::with_capacity(512);
+    front.greeting(&mut out);
+    let local = client.local_addr().unwrap_or(peer);
+    let mut txn = Txn::default();
+    let mut cbuf = worker.bufs.take();
+    'session: loop {
+        while let Some(event) = front.poll(&mut out) {
+            match event {
+                Event::Helo { .. } | Event::Reset => txn = Txn::default(),
+                Event::Mail { from, .. } => {
+                    txn = Txn { from, ..Txn::default() };
+                    let fields = Fields::new(&front, &txn, None, peer, local);
+                    match judge(&worker, l, &fields) {
+                        Verdict::Deny => front.reject_mail(550, DENY_TEXT, &mut out),
+                        Verdict::Group(_) => front.accept_mail(&mut out),
+                    }
+                }
+                Event::Rcpt { to } => rcpt(&worker, l, &mut front, &mut txn, to, peer, local, &mut out),
+                Event::Data => {
+                    if !flush(&snap, &mut client, &mut out).await {
+                        break 'session;
+                    }
+                    let group = txn.group.unwrap_or(l.default_group);
+                    match deliver(&worker, &snap, group, &front, &txn, peer).await {
+                        Delivery::Refused(reply) => {
+                            front.data_failed(&reply, &mut out);
+                            txn = Txn::default();
+                        }
+                        Delivery::Tunnel { to_client, mut up } => {
+                            let deadline = Instant::now() + snap.config.timeouts.client_io;
+                            let rest = front.tunnel();
+                            if write_all_parts(&mut client, &[&to_client], deadline).await.is_ok()
+                                && write_all_parts(&mut up.stream, &[&rest], deadline).await.is_ok()
+                            {
+                                cbuf.clear();
+                                let mut sbuf = worker.bufs.take();
+                                let idle = snap.config.timeouts.tunnel_idle;
+                                crate::tunnel::run(&mut client, &mut cbuf, &mut up.stream, &mut sbuf, idle)
+                                    .await;
+                                worker.bufs.give(sbuf);
+                            }
+                            if let Some(l) = worker.shared.listeners.get(listener) {
+                                l.record(0, rest.len() as u64, to_client.len() as u64);
+                            }
+                            worker.bufs.give(cbuf);
+                            return;
+                        }
+                    }
+                }
+                // STARTTLS is not offered (the front advertises it only when configured).
+                Event::StartTls | Event::Quit | Event::Close { .. } => {
+                    let _ = flush(&snap, &mut client, &mut out).await;
+                    break 'session;
+                }
+            }
+        }
+        if !flush(&snap, &mut client, &mut out).await {
+            break;
+        }
+        let deadline = Instant::now() + snap.config.timeouts.client_idle;
+        cbuf.clear();
+        match read_some(&mut client, &mut cbuf, deadline).await {
+            Ok(0) | Err(IoFail::Io) => break,
+            Ok(_) => front.feed(cbuf.filled()),
+            Err(IoFail::Timeout) => {
+                worker.shared.stats.inc(Counter::IdleTimeout);
+                break;
+            }
+        }
+    }
+    worker.bufs.give(cbuf);
+}
+
+/// Answers one RCPT: a recipient a server refused before gets that server's answer; a
+/// `deny` gets 550; one routed to another group than the transaction's first gets 451.
+#[allow(clippy::too_many_arguments)]
+fn rcpt(
+    worker: &Worker,
+    l: &ListenerRt,
+    front: &mut Front,
+    txn: &mut Txn,
+    to: Mailbox,
+    peer: SocketAddr,
+    local: SocketAddr,
+    out: &mut Vec<u8>,
+) {
+    let known = worker
+        .shared
+        .smtp_refusals
+        .0
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .check(&to, std::time::Instant::now());
+    if let Some(reply) = known {
+        return front.reject_rcpt(reply.code, &reply.text(), out);
+    }
+    let fields = Fields::new(front, txn, Some(&to), peer, local);
+    match judge(worker, l, &fields) {
+        Verdict::Deny => front.reject_rcpt(550, DENY_TEXT, out),
+        Verdict::Group(group) if txn.group.is_some_and(|g| g != group) => front.defer_rcpt(out),
+        Verdict::Group(group) => {
+            txn.group = Some(group);
+            txn.first_rcpt.get_or_insert(to);
+            txn.rcpts += 1;
+            front.accept_rcpt(out);
+        }
+    }
+}
+
+enum Verdict {
+    Deny,
+    Group(usize),
+}
+
+fn judge(worker: &Worker, l: &ListenerRt, fields: &Fields) -> Verdict {
+    let Some(rules) = l.rules.as_deref() else { return Verdict::Group(l.default_group) };
+    let mut state = worker.eval.borrow_mut();
+    let list = fields.list();
+    let req = rules::ConnectionRequest { src: fields.src, dst: fields.dst, host: None, fields: &list };
+    let rules::Outcome::Decided(decision) = rules.evaluate(&req, &mut state, None) else {
+        return Verdict::Group(l.default_group);
+    };
+    if let Some((index, _)) = decision.rule {
+        if let Some(hits) = l.rule_hits.get(index) {
+            hits.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    match decision.action {
+        Action::Route { group, .. } => Verdict::Group(group),
+        Action::Default => Verdict::Group(l.default_group),
+        Action::Deny { .. } | Action::Drop | Action::Redirect { .. } => {
+            worker.shared.stats.inc(Counter::RuleDenied);
+            Verdict::Deny
+        }
+    }
+}
+
+enum Delivery<'s> {
+    Refused(smtp::Reply),
+    Tunnel { to_client: Vec<u8>, up: crate::connect::Upstream<'s> },
+}
+
+/// Connects to a server of `group` and replays the envelope up to DATA.
+async fn deliver<'s>(
+    worker: &Worker,
+    snap: &'s Snapshot,
+    group: usize,
+    front: &Front,
+    txn: &Txn,
+    peer: SocketAddr,
+) -> Delivery<'s> {
+    worker.shared.stats.inc(Counter::Requests);
+    let mut ignored = Vec::new();
+    let Some(envelope) = front.envelope() else {
+        return Delivery::Refused(smtp::Reply::new(503, "5.5.1 no valid recipients"));
+    };
+    let client = Some(ClientInfo { addr: peer, name: None });
+    let mut replay = Replay::new(smtp::ReplayConfig::default(), envelope, client);
+    let key = txn.first_rcpt.as_ref().map(|r| r.domain_lowercase().into_bytes());
+    let up = crate::connect::pick_and_connect(worker, snap, group, None, key.as_deref()).await;
+    let Some(mut up) = up else {
+        return refused(worker, replay.server_gone("no server could be reached", &mut ignored));
+    };
+    let mut sbuf = worker.bufs.take();
+    let outcome = converse(snap, &mut up.stream, &mut sbuf, &mut replay).await;
+    worker.bufs.give(sbuf);
+    match outcome {
+        Outcome::Tunnel { to_client } => Delivery::Tunnel { to_client, up },
+        // The replay has already told the server QUIT.
+        other => refused(worker, other),
+    }
+}
+
+fn refused<'s>(worker: &Worker, outcome: Outcome) -> Delivery<'s> {
+    match outcome {
+        Outcome::Refused { reply, refused, cause } => {
+            tracing::info!(?cause, code = reply.code, "mail not handed to the server");
+            if !refused.is_empty() {
+                let mut cache = worker.shared.smtp_refusals.0.lock().unwrap_or_else(|e| e.into_inner());
+                cache.remember(&refused, std::time::Instant::now());
+            }
+            Delivery::Refused(reply)
+        }
+        Outcome::Tunnel { .. } => Delivery::Refused(smtp::Reply::new(451, "4.3.0 try again later")),
+    }
+}
+
+/// Runs the replay against the server until it has an outcome; silence for
+/// `server_response` or a close ends it as "unavailable".
+async fn converse(
+    snap: &Snapshot,
+    server: &mut TcpStream,
+    sbuf: &mut crate::buf::IoBuf,
+    replay: &mut Replay,
+) -> Outcome {
+    let deadline = Instant::now() + snap.config.timeouts.server_response;
+    let mut to_server = Vec::new();
+    loop {
+        sbuf.clear();
+        let why = match read_some(server, sbuf, deadline).await {
+            Ok(0) => "the server closed the connection",
+            Ok(_) => {
+                let ended = replay.feed(sbuf.filled(), &mut to_server);
+                if !to_server.is_empty() {
+                    let sent = write_all_parts(server, &[&to_server], deadline).await;
+                    to_server.clear();
+                    if sent.is_err() && ended.is_none() {
+                        return replay.server_gone("could not write to the server", &mut to_server);
+                    }
+                }
+                match ended {
+                    Some(outcome) => return outcome,
+                    None => continue,
+                }
+            }
+            Err(IoFail::Timeout) => "the server did not answer in time",
+            Err(IoFail::Io) => "the server connection failed",
+        };
+        return replay.server_gone(why, &mut to_server);
+    }
+}
+
+async fn flush(snap: &Snapshot, client: &mut TcpStream, out: &mut Vec<u8>) -> bool {
+    if out.is_empty() {
+        return true;
+    }
+    let deadline = Instant::now() + snap.config.timeouts.client_io;
+    let ok = write_all_parts(client, &[out], deadline).await.is_ok();
+    out.clear();
+    ok
+}
+
+/// The envelope as the rules see it.
+struct Fields {
+    src: SocketAddr,
+    dst: SocketAddr,
+    helo: String,
+    from: String,
+    from_domain: String,
+    rcpt: Option<String>,
+    rcpt_domain: Option<String>,
+    count: String,
+}
+
+impl Fields {
+    fn new(front: &Front, txn: &Txn, rcpt: Option<&Mailbox>, src: SocketAddr, dst: SocketAddr) -> Self {
+        // The first recipient of the transaction, or this one when it is the first.
+        let first = txn.first_rcpt.as_ref().or(rcpt);
+        Fields {
+            src,
+            dst,
+            helo: front.helo().unwrap_or("").to_string(),
+            from: txn.from.as_ref().map_or_else(String::new, |m| format!("{}@{}", m.local(), m.domain())),
+            from_domain: txn.from.as_ref().map_or_else(String::new, Mailbox::domain_lowercase),
+            rcpt: rcpt.map(|m| format!("{}@{}", m.local(), m.domain())),
+            rcpt_domain: rcpt.map(Mailbox::domain_lowercase),
+            count: (txn.rcpts + usize::from(rcpt.is_some() && first.is_some())).to_string(),
+        }
+    }
+
+    fn list(&self) -> Vec<(ProtoField, &[u8])> {
+        let mut fields = vec![
+            (ProtoField::SmtpHelo, self.helo.as_bytes()),
+            (ProtoField::SmtpMailFrom, self.from.as_bytes()),
+            (ProtoField::SmtpMailFromDomain, self.from_domain.as_bytes()),
+            (ProtoField::SmtpRcptCount, self.count.as_bytes()),
+        ];
+        if let (Some(r), Some(d)) = (&self.rcpt, &self.rcpt_domain) {
+            fields.push((ProtoField::SmtpRcptTo, r.as_bytes()));
+            fields.push((ProtoField::SmtpRcptToDomain, d.as_bytes()));
+        }
+        fields
+    }
+}

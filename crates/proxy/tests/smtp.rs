@@ -1,0 +1,202 @@
+//! The SMTP listener with a real client (Python's smtplib) and scripted servers on
+//! loopback: mail routed by recipient domain, a sender denied, recipients split across
+//! servers (the later one deferred with 451), a recipient the server rejects, a server that
+//! is down, and two transactions in one session.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use proxy::Switch;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+/// A message a scripted server accepted: sender, recipients, body.
+#[derive(Clone, Debug)]
+struct Received {
+    from: String,
+    rcpts: Vec<String>,
+    body: String,
+}
+
+type Inbox = Arc<Mutex<Vec<Received>>>;
+
+/// A scripted SMTP server: refuses recipients whose local part starts with "reject".
+fn smtp_server(name: &'static str) -> (SocketAddr, Inbox) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let inbox: Inbox = Arc::default();
+    let keep = Arc::clone(&inbox);
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let keep = Arc::clone(&keep);
+            std::thread::spawn(move || session(name, stream, &keep));
+        }
+    });
+    (addr, inbox)
+}
+
+fn session(name: &str, stream: TcpStream, inbox: &Inbox) {
+    let mut w = stream.try_clone().unwrap();
+    let _ = write!(w, "220 {name} ESMTP\r\n");
+    let mut lines = BufReader::new(stream).lines().map_while(Result::ok);
+    let mut msg = Received { from: String::new(), rcpts: Vec::new(), body: String::new() };
+    while let Some(line) = lines.next() {
+        let upper = line.to_ascii_uppercase();
+        let reply = if upper.starts_with("EHLO") {
+            format!("250-{name}\r\n250-PIPELINING\r\n250 8BITMIME")
+        } else if upper.starts_with("HELO") || upper.starts_with("RSET") || upper.starts_with("NOOP") {
+            "250 ok".to_string()
+        } else if upper.starts_with("MAIL FROM:") {
+            msg = Received { from: line[10..].trim().to_string(), rcpts: Vec::new(), body: String::new() };
+            "250 2.1.0 ok".to_string()
+        } else if upper.starts_with("RCPT TO:") {
+            let rcpt = line[8..].trim().to_string();
+            if rcpt.trim_start_matches('<').starts_with("reject") {
+                "550 5.1.1 no such user here".to_string()
+            } else {
+                msg.rcpts.push(rcpt);
+                "250 2.1.5 ok".to_string()
+            }
+        } else if upper == "DATA" {
+            let _ = write!(w, "354 go ahead\r\n");
+            for l in lines.by_ref() {
+                if l == "." {
+                    break;
+                }
+                msg.body.push_str(&l);
+                msg.body.push('\n');
+            }
+            inbox.lock().unwrap().push(msg.clone());
+            format!("250 2.0.0 queued at {name}")
+        } else if upper == "QUIT" {
+            let _ = write!(w, "221 bye\r\n");
+            return;
+        } else {
+            "502 5.5.2 unknown".to_string()
+        };
+        if write!(w, "{reply}\r\n").is_err() {
+            return;
+        }
+    }
+}
+
+fn start(eu: SocketAddr, us: SocketAddr) -> (Switch, SocketAddr) {
+    let dir = std::env::temp_dir().join(format!("cswitch-smtp-{}-{}", std::process::id(), eu.port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rules = "Spam: if (smtp.mail_from_domain == \"spam.example\") { deny(); }\n\
+                 EU: if (smtp.rcpt_to_domain == \"eu.example\") { routeTo(eu); }\n";
+    std::fs::write(dir.join("mail.rules"), rules).unwrap();
+    let text = format!(
+        "[global]\nworkers = 1\n[access_log]\nenabled = false\n\
+         [[listener]]\nname = \"mx\"\nprotocol = \"smtp\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"us\"\nrules = \"mail.rules\"\n\
+         [[group]]\nname = \"eu\"\nservers = [ {{ name = \"eu1\", addr = \"{eu}\" }} ]\n\
+         [[group]]\nname = \"us\"\nservers = [ {{ name = \"us1\", addr = \"{us}\" }} ]\n"
+    );
+    let cfg = config::parse(&text, &dir.join("c.toml")).unwrap_or_else(|d| panic!("{d}"));
+    let switch = Switch::start(cfg).unwrap();
+    let addr = switch.local_addr("mx").unwrap();
+    (switch, addr)
+}
+
+/// Runs a Python snippet with `s`, an `smtplib.SMTP` connected to the switch.
+fn smtp_client(addr: SocketAddr, body: &str) -> String {
+    let script = format!(
+        "import smtplib\n\
+         s = smtplib.SMTP('127.0.0.1', {}, timeout=5)\n\
+         def send(frm, to, text):\n\
+         \x20   try:\n\
+         \x20       print('REFUSED-RCPTS', s.sendmail(frm, to, 'Subject: t\\r\\n\\r\\n' + text))\n\
+         \x20   except smtplib.SMTPSenderRefused as e:\n\
+         \x20       print('SENDER-REFUSED', e.smtp_code); s.rset()\n\
+         \x20   except smtplib.SMTPRecipientsRefused as e:\n\
+         \x20       print('ALL-RCPTS-REFUSED', sorted((k, v[0]) for k, v in e.recipients.items())); s.rset()\n\
+         \x20   except smtplib.SMTPDataError as e:\n\
+         \x20       print('DATA-ERROR', e.smtp_code, e.smtp_error.decode()); s.rset()\n\
+         {body}\n\
+         s.quit()\n",
+        addr.port()
+    );
+    let out = Command::new("python3").arg("-c").arg(&script).output().expect("python3 runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{script}\n{text}{}", String::from_utf8_lossy(&out.stderr));
+    text
+}
+
+fn dead_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+#[test]
+fn mail_is_routed_by_recipient_and_a_spam_sender_is_denied() {
+    let ((eu, eu_inbox), (us, us_inbox)) = (smtp_server("eu"), smtp_server("us"));
+    let (switch, addr) = start(eu, us);
+    let out = smtp_client(addr, "send('alice@x.example', ['bob@eu.example'], 'to eu')");
+    assert!(out.contains("REFUSED-RCPTS {}"), "{out}");
+    let out = smtp_client(addr, "send('alice@x.example', ['carol@us.example'], 'to us')");
+    assert!(out.contains("REFUSED-RCPTS {}"), "{out}");
+    let out = smtp_client(addr, "send('bulk@spam.example', ['bob@eu.example'], 'spam')");
+    assert!(out.contains("SENDER-REFUSED 550"), "{out}");
+    let eu_mail = eu_inbox.lock().unwrap().clone();
+    let us_mail = us_inbox.lock().unwrap().clone();
+    assert_eq!((eu_mail.len(), us_mail.len()), (1, 1), "{eu_mail:?} {us_mail:?}");
+    assert_eq!(
+        (eu_mail[0].from.as_str(), eu_mail[0].rcpts[0].as_str()),
+        ("<alice@x.example>", "<bob@eu.example>")
+    );
+    assert!(eu_mail[0].body.contains("to eu") && us_mail[0].body.contains("to us"));
+    assert_eq!(switch.rules()[0].rules[0].hits, 1, "the spam rule fired once");
+}
+
+#[test]
+fn recipients_of_another_server_are_deferred_to_a_separate_transaction() {
+    let ((eu, eu_inbox), (us, us_inbox)) = (smtp_server("eu"), smtp_server("us"));
+    let (_switch, addr) = start(eu, us);
+    let out = smtp_client(addr, "send('alice@x.example', ['bob@eu.example', 'carol@us.example'], 'split')");
+    assert!(out.contains("REFUSED-RCPTS {'carol@us.example': (451"), "{out}");
+    let eu_mail = eu_inbox.lock().unwrap().clone();
+    assert_eq!(eu_mail.len(), 1);
+    assert_eq!(eu_mail[0].rcpts, ["<bob@eu.example>"]);
+    assert!(us_inbox.lock().unwrap().is_empty());
+}
+
+#[test]
+fn a_recipient_the_server_rejects_is_not_silently_lost() {
+    let ((eu, eu_inbox), (us, _)) = (smtp_server("eu"), smtp_server("us"));
+    let (_switch, addr) = start(eu, us);
+    // The switch said 250 to both; the server refuses one: nothing is delivered, the
+    // client is told to retry (451) and keeps the message.
+    let first =
+        smtp_client(addr, "send('alice@x.example', ['ok@eu.example', 'reject-me@eu.example'], 'once')");
+    assert!(first.contains("DATA-ERROR 451"), "{first}");
+    assert!(eu_inbox.lock().unwrap().is_empty(), "nothing half-delivered");
+    // The retry: the refused recipient now gets the server's 550 at RCPT, the other is
+    // delivered.
+    let retry =
+        smtp_client(addr, "send('alice@x.example', ['ok@eu.example', 'reject-me@eu.example'], 'once')");
+    assert!(retry.contains("'reject-me@eu.example': (550"), "{retry}");
+    let eu_mail = eu_inbox.lock().unwrap().clone();
+    assert_eq!(eu_mail.len(), 1);
+    assert_eq!(eu_mail[0].rcpts, ["<ok@eu.example>"]);
+}
+
+#[test]
+fn a_server_that_is_down_gets_a_temporary_failure_and_loses_nothing() {
+    let (eu, _) = smtp_server("eu");
+    let (_switch, addr) = start(eu, dead_addr());
+    let out = smtp_client(addr, "send('alice@x.example', ['carol@us.example'], 'lost?')");
+    assert!(out.contains("DATA-ERROR 451"), "{out}");
+}
+
+#[test]
+fn two_transactions_in_one_session_are_both_delivered() {
+    let ((eu, eu_inbox), (us, _)) = (smtp_server("eu"), smtp_server("us"));
+    let (_switch, addr) = start(eu, us);
+    let out = smtp_client(
+        addr,
+        "send('alice@x.example', ['bob@eu.example'], 'first')\nsend('alice@x.example', ['dave@eu.example'], 'second')",
+    );
+    assert_eq!(out.matches("REFUSED-RCPTS {}").count(), 2, "{out}");
+    let eu_mail = eu_inbox.lock().unwrap().clone();
+    assert_eq!(eu_mail.len(), 2, "{eu_mail:?}");
+    assert!(eu_mail[1].body.contains("second"));
+}
