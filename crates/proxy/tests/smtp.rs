@@ -16,11 +16,14 @@ struct Received {
     from: String,
     rcpts: Vec<String>,
     body: String,
+    /// The XCLIENT line of the session, if any.
+    xclient: String,
 }
 
 type Inbox = Arc<Mutex<Vec<Received>>>;
 
-/// A scripted SMTP server: refuses recipients whose local part starts with "reject".
+/// A scripted SMTP server: refuses recipients whose local part starts with "reject"; a
+/// name ending in "-x" offers XCLIENT (and answers it with a new greeting, as Postfix does).
 fn smtp_server(name: &'static str) -> (SocketAddr, Inbox) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
@@ -39,15 +42,27 @@ fn session(name: &str, stream: TcpStream, inbox: &Inbox) {
     let mut w = stream.try_clone().unwrap();
     let _ = write!(w, "220 {name} ESMTP\r\n");
     let mut lines = BufReader::new(stream).lines().map_while(Result::ok);
-    let mut msg = Received { from: String::new(), rcpts: Vec::new(), body: String::new() };
+    let mut msg =
+        Received { from: String::new(), rcpts: Vec::new(), body: String::new(), xclient: String::new() };
+    let mut xclient = String::new();
     while let Some(line) = lines.next() {
         let upper = line.to_ascii_uppercase();
-        let reply = if upper.starts_with("EHLO") {
+        let reply = if upper.starts_with("EHLO") && name.ends_with("-x") {
+            format!("250-{name}\r\n250-PIPELINING\r\n250-XCLIENT ADDR NAME HELO\r\n250 8BITMIME")
+        } else if upper.starts_with("XCLIENT") {
+            xclient = line.clone();
+            format!("220 {name} ESMTP")
+        } else if upper.starts_with("EHLO") {
             format!("250-{name}\r\n250-PIPELINING\r\n250 8BITMIME")
         } else if upper.starts_with("HELO") || upper.starts_with("RSET") || upper.starts_with("NOOP") {
             "250 ok".to_string()
         } else if upper.starts_with("MAIL FROM:") {
-            msg = Received { from: line[10..].trim().to_string(), rcpts: Vec::new(), body: String::new() };
+            msg = Received {
+                from: line[10..].trim().to_string(),
+                rcpts: Vec::new(),
+                body: String::new(),
+                xclient: xclient.clone(),
+            };
             "250 2.1.0 ok".to_string()
         } else if upper.starts_with("RCPT TO:") {
             let rcpt = line[8..].trim().to_string();
@@ -199,4 +214,41 @@ fn two_transactions_in_one_session_are_both_delivered() {
     let eu_mail = eu_inbox.lock().unwrap().clone();
     assert_eq!(eu_mail.len(), 2, "{eu_mail:?}");
     assert!(eu_mail[1].body.contains("second"));
+}
+
+#[test]
+fn a_pipelining_client_gets_every_answer_in_order_and_the_server_sees_xclient() {
+    let ((eu, eu_inbox), (us, _)) = (smtp_server("eu-x"), smtp_server("us"));
+    let (_switch, addr) = start(eu, us);
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    let mut r = BufReader::new(c.try_clone().unwrap());
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.starts_with("220 "), "{line}");
+    // One write: EHLO, MAIL, two RCPTs and DATA (RFC 2920).
+    c.write_all(b"EHLO client.example\r\nMAIL FROM:<a@x.example>\r\nRCPT TO:<b@eu.example>\r\nRCPT TO:<c@eu.example>\r\nDATA\r\n")
+        .unwrap();
+    let mut codes = Vec::new();
+    while codes.last().map(String::as_str) != Some("354") {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        assert!(!line.is_empty(), "closed after {codes:?}");
+        if line.as_bytes().get(3) == Some(&b' ') {
+            codes.push(line[..3].to_string());
+        }
+    }
+    assert_eq!(codes, ["250", "250", "250", "250", "354"], "EHLO, MAIL, RCPT, RCPT, then the server's 354");
+    c.write_all(b"Subject: p\r\n\r\npipelined\r\n.\r\nQUIT\r\n").unwrap();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut r, &mut rest);
+    assert!(rest.contains("250 2.0.0 queued at eu-x") && rest.contains("221"), "{rest}");
+    let mail = eu_inbox.lock().unwrap().clone();
+    assert_eq!(mail[0].rcpts, ["<b@eu.example>", "<c@eu.example>"]);
+    assert!(mail[0].body.contains("pipelined"));
+    assert!(
+        mail[0].xclient.contains("ADDR=127.0.0.1") && mail[0].xclient.contains("HELO=client.example"),
+        "{}",
+        mail[0].xclient
+    );
 }
