@@ -17,6 +17,7 @@ mod access_log;
 mod balancing;
 mod buf;
 mod connect;
+mod dialogue;
 mod exchange;
 pub mod explain;
 mod health;

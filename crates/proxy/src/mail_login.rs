@@ -4,7 +4,8 @@
 //! (`crates/mail`'s replays) and passes its answer on: a refused login is refused to the
 //! client, which may try again; an accepted one becomes a byte tunnel.
 
-use crate::io::{read_some, write_all_parts, IoFail};
+use crate::dialogue::{converse, flush, next_bytes};
+use crate::io::write_all_parts;
 use crate::snapshot::{ListenerRt, Snapshot};
 use crate::stats::Counter;
 use crate::worker::Worker;
@@ -128,13 +129,18 @@ impl Replay {
             Replay::Imap(r) => r.feed(bytes, out).map(imap_ended),
         }
     }
+}
 
+impl crate::dialogue::Replay for Replay {
+    type Outcome = Ended;
+    fn feed(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Option<Ended> {
+        Replay::feed(self, bytes, out)
+    }
     /// No server, or it closed or went silent: the protocol's "try again later".
-    fn server_gone(&mut self, why: &str) -> Ended {
-        let mut ignored = Vec::new();
+    fn server_gone(&mut self, why: &str, out: &mut Vec<u8>) -> Ended {
         match self {
-            Replay::Pop3(r) => pop3_ended(r.server_gone(why, &mut ignored)),
-            Replay::Imap(r) => imap_ended(r.server_gone(why, &mut ignored)),
+            Replay::Pop3(r) => pop3_ended(r.server_gone(why, out)),
+            Replay::Imap(r) => imap_ended(r.server_gone(why, out)),
         }
     }
 }
@@ -200,20 +206,12 @@ pub async fn serve(worker: Rc<Worker>, mut client: TcpStream, peer: SocketAddr, 
                 }
             }
         }
-        if !flush(&snap, &mut client, &mut out).await {
+        if !flush(&snap, &mut client, &mut out).await
+            || !next_bytes(&worker, &snap, &mut client, &mut cbuf).await
+        {
             break;
         }
-        // Before the login the client has the idle timeout to type its next command.
-        let deadline = Instant::now() + snap.config.timeouts.client_idle;
-        cbuf.clear();
-        match read_some(&mut client, &mut cbuf, deadline).await {
-            Ok(0) | Err(IoFail::Io) => break,
-            Ok(_) => front.feed(cbuf.filled()),
-            Err(IoFail::Timeout) => {
-                worker.shared.stats.inc(Counter::IdleTimeout);
-                break;
-            }
-        }
+        front.feed(cbuf.filled());
     }
     worker.bufs.give(cbuf);
 }
@@ -255,16 +253,6 @@ async fn finish(
     worker.bufs.give(sbuf);
 }
 
-async fn flush(snap: &Snapshot, client: &mut TcpStream, out: &mut Vec<u8>) -> bool {
-    if out.is_empty() {
-        return true;
-    }
-    let deadline = Instant::now() + snap.config.timeouts.client_io;
-    let ok = write_all_parts(client, &[out], deadline).await.is_ok();
-    out.clear();
-    ok
-}
-
 enum Session<'s> {
     Refused(Vec<u8>),
     LoggedIn { to_client: Vec<u8>, up: crate::connect::Upstream<'s> },
@@ -285,7 +273,9 @@ async fn replay_login<'s>(
     let up =
         crate::connect::pick_and_connect(worker, snap, group, None, has_key.then_some(key.as_slice())).await;
     let Some(mut up) = up else {
-        return Session::Refused(replay.server_gone("no server could be reached").to_client);
+        let gone =
+            crate::dialogue::Replay::server_gone(&mut replay, "no server could be reached", &mut Vec::new());
+        return Session::Refused(gone.to_client);
     };
     let mut sbuf = worker.bufs.take();
     let ended = converse(snap, &mut up.stream, &mut sbuf, &mut replay).await;
@@ -295,41 +285,6 @@ async fn replay_login<'s>(
     }
     tracing::info!(user = %fields.user, server = %up.server.name, cause = %ended.cause, "login not accepted");
     Session::Refused(ended.to_client)
-}
-
-/// Runs the replay against the server until it has an outcome (the server's silence for
-/// `server_response`, or its close, ends it as "unavailable").
-async fn converse(
-    snap: &Snapshot,
-    server: &mut TcpStream,
-    sbuf: &mut crate::buf::IoBuf,
-    replay: &mut Replay,
-) -> Ended {
-    let deadline = Instant::now() + snap.config.timeouts.server_response;
-    let mut to_server = Vec::new();
-    loop {
-        sbuf.clear();
-        let why = match read_some(server, sbuf, deadline).await {
-            Ok(0) => "the server closed the connection",
-            Ok(_) => {
-                let ended = replay.feed(sbuf.filled(), &mut to_server);
-                if !to_server.is_empty() {
-                    let sent = write_all_parts(server, &[&to_server], deadline).await;
-                    to_server.clear();
-                    if sent.is_err() && ended.is_none() {
-                        return replay.server_gone("could not write to the server");
-                    }
-                }
-                match ended {
-                    Some(e) => return e,
-                    None => continue,
-                }
-            }
-            Err(IoFail::Timeout) => "the server did not answer in time",
-            Err(IoFail::Io) => "the server connection failed",
-        };
-        return replay.server_gone(why);
-    }
 }
 
 /// The group for this login; `None` when a rule refuses it.

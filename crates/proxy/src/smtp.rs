@@ -7,7 +7,8 @@
 //! a separate transaction); recipients the server refused after the switch said 250 are
 //! handled by the replay's policy and remembered in the listener's refusal cache.
 
-use crate::io::{read_some, write_all_parts, IoFail};
+use crate::dialogue::{converse, flush, next_bytes};
+use crate::io::write_all_parts;
 use crate::snapshot::{ListenerRt, Snapshot};
 use crate::stats::Counter;
 use crate::worker::Worker;
@@ -105,19 +106,12 @@ pub async fn serve(worker: Rc<Worker>, mut client: TcpStream, peer: SocketAddr, 
                 }
             }
         }
-        if !flush(&snap, &mut client, &mut out).await {
+        if !flush(&snap, &mut client, &mut out).await
+            || !next_bytes(&worker, &snap, &mut client, &mut cbuf).await
+        {
             break;
         }
-        let deadline = Instant::now() + snap.config.timeouts.client_idle;
-        cbuf.clear();
-        match read_some(&mut client, &mut cbuf, deadline).await {
-            Ok(0) | Err(IoFail::Io) => break,
-            Ok(_) => front.feed(cbuf.filled()),
-            Err(IoFail::Timeout) => {
-                worker.shared.stats.inc(Counter::IdleTimeout);
-                break;
-            }
-        }
+        front.feed(cbuf.filled());
     }
     worker.bufs.give(cbuf);
 }
@@ -234,51 +228,6 @@ fn refused<'s>(worker: &Worker, outcome: Outcome) -> Delivery<'s> {
         }
         Outcome::Tunnel { .. } => Delivery::Refused(smtp::Reply::new(451, "4.3.0 try again later")),
     }
-}
-
-/// Runs the replay against the server until it has an outcome; silence for
-/// `server_response` or a close ends it as "unavailable".
-async fn converse(
-    snap: &Snapshot,
-    server: &mut TcpStream,
-    sbuf: &mut crate::buf::IoBuf,
-    replay: &mut Replay,
-) -> Outcome {
-    let deadline = Instant::now() + snap.config.timeouts.server_response;
-    let mut to_server = Vec::new();
-    loop {
-        sbuf.clear();
-        let why = match read_some(server, sbuf, deadline).await {
-            Ok(0) => "the server closed the connection",
-            Ok(_) => {
-                let ended = replay.feed(sbuf.filled(), &mut to_server);
-                if !to_server.is_empty() {
-                    let sent = write_all_parts(server, &[&to_server], deadline).await;
-                    to_server.clear();
-                    if sent.is_err() && ended.is_none() {
-                        return replay.server_gone("could not write to the server", &mut to_server);
-                    }
-                }
-                match ended {
-                    Some(outcome) => return outcome,
-                    None => continue,
-                }
-            }
-            Err(IoFail::Timeout) => "the server did not answer in time",
-            Err(IoFail::Io) => "the server connection failed",
-        };
-        return replay.server_gone(why, &mut to_server);
-    }
-}
-
-async fn flush(snap: &Snapshot, client: &mut TcpStream, out: &mut Vec<u8>) -> bool {
-    if out.is_empty() {
-        return true;
-    }
-    let deadline = Instant::now() + snap.config.timeouts.client_io;
-    let ok = write_all_parts(client, &[out], deadline).await.is_ok();
-    out.clear();
-    ok
 }
 
 /// The envelope as the rules see it.
