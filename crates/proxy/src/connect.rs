@@ -63,3 +63,36 @@ pub async fn pick_and_connect<'s>(
     }
     None
 }
+
+/// The group a connection-level listener's rules choose for `req` (its default group when
+/// it has no rules or none fires); `None` when a rule refuses it (`deny` and `redirect`
+/// counted as denied, `drop` as dropped: outside HTTP none can be answered as such). Rule
+/// hits are counted.
+pub fn route(
+    worker: &Worker,
+    l: &crate::snapshot::ListenerRt,
+    req: &rules::ConnectionRequest<'_>,
+) -> Option<usize> {
+    use rules::{Action, Outcome};
+    let Some(rules) = l.rules.as_deref() else { return Some(l.default_group) };
+    let mut state = worker.eval.borrow_mut();
+    // Only body fields are ever "not yet known", and these requests have no body.
+    let Outcome::Decided(decision) = rules.evaluate(req, &mut state, None) else {
+        return Some(l.default_group);
+    };
+    if let Some(hits) = decision.rule.and_then(|(index, _)| l.rule_hits.get(index)) {
+        hits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    match decision.action {
+        Action::Route { group, .. } => Some(group),
+        Action::Default => Some(l.default_group),
+        Action::Deny { .. } | Action::Redirect { .. } => {
+            worker.shared.stats.inc(Counter::RuleDenied);
+            None
+        }
+        Action::Drop => {
+            worker.shared.stats.inc(Counter::RuleDropped);
+            None
+        }
+    }
+}

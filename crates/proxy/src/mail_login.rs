@@ -11,10 +11,9 @@ use crate::stats::Counter;
 use crate::worker::Worker;
 use config::{HashKey, Protocol};
 use mail::{imap, pop3};
-use rules::{Action, Outcome as RuleOutcome, ProtoField};
+use rules::ProtoField;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -289,26 +288,11 @@ async fn replay_login<'s>(
 
 /// The group for this login; `None` when a rule refuses it.
 fn decide(worker: &Worker, l: &ListenerRt, fields: &LoginFields) -> Option<usize> {
-    let Some(rules) = l.rules.as_deref() else { return Some(l.default_group) };
-    let mut state = worker.eval.borrow_mut();
-    let decision = match fields.evaluate(rules, &mut state) {
-        RuleOutcome::Decided(d) => d,
-        RuleOutcome::NeedMore => return Some(l.default_group),
-    };
-    if let Some((index, _)) = decision.rule {
-        if let Some(hits) = l.rule_hits.get(index) {
-            hits.fetch_add(1, Ordering::Relaxed);
-        }
+    let group = fields.with_request(|req| crate::connect::route(worker, l, req));
+    if group.is_none() {
+        tracing::info!(user = %fields.user, "login refused by rule");
     }
-    match decision.action {
-        Action::Route { group, .. } => Some(group),
-        Action::Default => Some(l.default_group),
-        Action::Deny { .. } | Action::Redirect { .. } | Action::Drop => {
-            worker.shared.stats.inc(Counter::RuleDenied);
-            tracing::info!(user = %fields.user, "login refused by rule");
-            None
-        }
-    }
+    group
 }
 
 /// The scheduler key of a login: the client address for `srcip`, else the user.
@@ -339,13 +323,12 @@ impl LoginFields {
     }
 
     /// The rules' view: the protocol's user fields and the addresses.
-    fn evaluate<'r>(&self, rules: &'r rules::RuleSet, state: &'r mut rules::EvalState) -> RuleOutcome<'r> {
+    fn with_request<T>(&self, f: impl FnOnce(&rules::ConnectionRequest<'_>) -> T) -> T {
         let (user, domain) = match self.protocol {
             Protocol::Imap => (ProtoField::ImapUser, ProtoField::ImapUserDomain),
             _ => (ProtoField::PopUser, ProtoField::PopUserDomain),
         };
         let fields = [(user, self.user.as_bytes()), (domain, self.domain.as_bytes())];
-        let req = rules::ConnectionRequest { src: self.src, dst: self.dst, host: None, fields: &fields };
-        rules.evaluate(&req, state, None)
+        f(&rules::ConnectionRequest { src: self.src, dst: self.dst, host: None, fields: &fields })
     }
 }

@@ -13,10 +13,9 @@ use crate::snapshot::{ListenerRt, Snapshot};
 use crate::stats::Counter;
 use crate::worker::Worker;
 use mail::smtp::{self, ClientInfo, Event, Front, FrontConfig, Mailbox, Outcome, RefusalCache, Replay};
-use rules::{Action, ProtoField};
+use rules::ProtoField;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::net::TcpStream;
@@ -158,26 +157,9 @@ enum Verdict {
 }
 
 fn judge(worker: &Worker, l: &ListenerRt, fields: &Fields) -> Verdict {
-    let Some(rules) = l.rules.as_deref() else { return Verdict::Group(l.default_group) };
-    let mut state = worker.eval.borrow_mut();
     let list = fields.list();
     let req = rules::ConnectionRequest { src: fields.src, dst: fields.dst, host: None, fields: &list };
-    let rules::Outcome::Decided(decision) = rules.evaluate(&req, &mut state, None) else {
-        return Verdict::Group(l.default_group);
-    };
-    if let Some((index, _)) = decision.rule {
-        if let Some(hits) = l.rule_hits.get(index) {
-            hits.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-    match decision.action {
-        Action::Route { group, .. } => Verdict::Group(group),
-        Action::Default => Verdict::Group(l.default_group),
-        Action::Deny { .. } | Action::Drop | Action::Redirect { .. } => {
-            worker.shared.stats.inc(Counter::RuleDenied);
-            Verdict::Deny
-        }
-    }
+    crate::connect::route(worker, l, &req).map_or(Verdict::Deny, Verdict::Group)
 }
 
 enum Delivery<'s> {

@@ -9,7 +9,7 @@ use crate::snapshot::{ListenerRt, Snapshot};
 use crate::stats::Counter;
 use crate::worker::Worker;
 use config::HashKey;
-use rules::{Action, Outcome, ProtoField};
+use rules::ProtoField;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -92,31 +92,11 @@ async fn read_client_hello(
 /// The group the rules pick (or the default group); `None` when a rule denies or drops
 /// (on a TLS stream there is no way to answer, so the connection is closed).
 fn route(worker: &Worker, l: &ListenerRt, fields: &HelloFields) -> Option<usize> {
-    let Some(rules) = l.rules.as_deref() else { return Some(l.default_group) };
-    let mut state = worker.eval.borrow_mut();
-    let decision = match fields.evaluate(rules, &mut state) {
-        Outcome::Decided(d) => d,
-        // Nothing in a hello is "not yet known": only body fields are.
-        Outcome::NeedMore => return Some(l.default_group),
-    };
-    if let Some((index, _)) = decision.rule {
-        if let Some(hits) = l.rule_hits.get(index) {
-            hits.fetch_add(1, Ordering::Relaxed);
-        }
+    let group = fields.with_request(|req| crate::connect::route(worker, l, req));
+    if group.is_none() {
+        tracing::info!(client = %fields.src, sni = fields.sni_str(), "TLS connection refused by rule");
     }
-    match decision.action {
-        Action::Route { group, .. } => Some(group),
-        Action::Default => Some(l.default_group),
-        Action::Deny { .. } | Action::Redirect { .. } => {
-            worker.shared.stats.inc(Counter::RuleDenied);
-            tracing::info!(client = %fields.src, sni = fields.sni_str(), "TLS connection refused by rule");
-            None
-        }
-        Action::Drop => {
-            worker.shared.stats.inc(Counter::RuleDropped);
-            None
-        }
-    }
+    group
 }
 
 /// The server a resuming client's session lives on, if the switch learnt it and the
@@ -246,7 +226,7 @@ impl HelloFields {
     }
 
     /// The rules' view: `tls.*` fields, the addresses, and `host` = the SNI.
-    fn evaluate<'r>(&self, rules: &'r rules::RuleSet, state: &'r mut rules::EvalState) -> Outcome<'r> {
+    fn with_request<T>(&self, f: impl FnOnce(&rules::ConnectionRequest<'_>) -> T) -> T {
         let sni = self.sni.as_deref().map(str::as_bytes);
         let mut fields: Vec<(ProtoField, &[u8])> = vec![
             (ProtoField::TlsAlpn, self.alpn.as_bytes()),
@@ -256,8 +236,7 @@ impl HelloFields {
         if let Some(sni) = sni {
             fields.push((ProtoField::TlsSni, sni));
         }
-        let req = rules::ConnectionRequest { src: self.src, dst: self.dst, host: sni, fields: &fields };
-        rules.evaluate(&req, state, None)
+        f(&rules::ConnectionRequest { src: self.src, dst: self.dst, host: sni, fields: &fields })
     }
 }
 
