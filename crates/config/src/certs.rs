@@ -13,14 +13,15 @@ use std::path::Path;
 const CERT_KEYS: &[&str] = &["cert", "key"];
 const SHAPE: &str = "write tls = { cert = \"site.pem\", key = \"site.key\" } or tls = [ { cert, key }, … ]";
 
-/// The listener's certificates, if `tls` is present (on an HTTP listener).
+/// The listener's certificates, if `tls` is present: HTTP listeners terminate TLS with them,
+/// SMTP / POP3 / IMAP listeners offer STARTTLS / STLS with them.
 pub(crate) fn listener_tls(
     t: &Table,
     sink: &mut Sink,
     base: &Path,
     protocol: Protocol,
 ) -> Option<Vec<CertKey>> {
-    if !t.has("tls") || protocol != Protocol::Http {
+    if !t.has("tls") || protocol == Protocol::Tls {
         return None;
     }
     let tables = match t.section_quiet("tls") {

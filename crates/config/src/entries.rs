@@ -124,6 +124,15 @@ pub(crate) fn listener(t: &Table, sink: &mut Sink, base: &Path) -> ListenerDraft
     if protocol != Protocol::Http {
         http_only_keys(t, sink, protocol);
     }
+    if protocol == Protocol::Tls && t.has("tls") {
+        let message = "`tls` (certificates to terminate with) does not apply to protocol = \"tls\", which passes TLS through".to_string();
+        sink.error(
+            &t.value_span("tls"),
+            &t.key_path("tls"),
+            message,
+            Some("remove `tls`, or use protocol = \"http\" to terminate".into()),
+        );
+    }
     ListenerDraft {
         name,
         bind,
@@ -164,14 +173,8 @@ fn protocol(t: &Table, sink: &mut Sink) -> Protocol {
 /// Keys that only mean something on an HTTP listener are refused on others, so nobody
 /// believes, say, X-Forwarded-For is added to a TLS stream.
 fn http_only_keys(t: &Table, sink: &mut Sink, protocol: Protocol) {
-    const HTTP_ONLY: &[&str] = &[
-        "x_forwarded_for",
-        "x_forwarded_proto",
-        "xml_form_field",
-        "connection_persistence",
-        "preallocate",
-        "tls",
-    ];
+    const HTTP_ONLY: &[&str] =
+        &["x_forwarded_for", "x_forwarded_proto", "xml_form_field", "connection_persistence", "preallocate"];
     for key in HTTP_ONLY.iter().filter(|k| t.has(k)) {
         let message = format!("`{key}` applies only to protocol = \"http\", not \"{}\"", protocol.name());
         sink.error(&t.value_span(key), &t.key_path(key), message, Some(format!("remove `{key}`")));

@@ -135,6 +135,9 @@ fn unknown_protocols_are_refused_and_http_keys_stay_on_http_listeners() {
     let d = one(&BASE.replace("default_group", "protocol = \"tls\"\nx_forwarded_for = true\ndefault_group"));
     assert_at(&d, 5, 19, "listener[0].x_forwarded_for");
     assert_eq!(d.message, "`x_forwarded_for` applies only to protocol = \"http\", not \"tls\"");
+    let d = one(&BASE
+        .replace("default_group", "protocol = \"tls\"\ntls = { cert = \"a\", key = \"b\" }\ndefault_group"));
+    assert!(d.message.contains("passes TLS through"), "{}", d.message);
 }
 
 #[test]

@@ -7,11 +7,12 @@ use crate::io::{read_some, write_all_parts, IoFail};
 use crate::snapshot::Snapshot;
 use crate::stats::Counter;
 use crate::worker::Worker;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 /// Writes the switch's pending answers (`out`, emptied); false when the client is gone.
-pub async fn flush(snap: &Snapshot, client: &mut TcpStream, out: &mut Vec<u8>) -> bool {
+pub async fn flush<S: AsyncWrite + Unpin>(snap: &Snapshot, client: &mut S, out: &mut Vec<u8>) -> bool {
     if out.is_empty() {
         return true;
     }
@@ -23,7 +24,12 @@ pub async fn flush(snap: &Snapshot, client: &mut TcpStream, out: &mut Vec<u8>) -
 
 /// Reads the client's next bytes into `buf` (emptied first). Before routing the client has
 /// `client_idle` to type its next command; false when it closed or stayed silent (counted).
-pub async fn next_bytes(worker: &Worker, snap: &Snapshot, client: &mut TcpStream, buf: &mut IoBuf) -> bool {
+pub async fn next_bytes<S: AsyncRead + Unpin>(
+    worker: &Worker,
+    snap: &Snapshot,
+    client: &mut S,
+    buf: &mut IoBuf,
+) -> bool {
     let deadline = Instant::now() + snap.config.timeouts.client_idle;
     buf.clear();
     match read_some(client, buf, deadline).await {

@@ -14,6 +14,7 @@ use mail::{imap, pop3};
 use rules::ProtoField;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -36,6 +37,7 @@ enum Replay {
 
 enum Step {
     Login(Login),
+    StartTls,
     Close,
 }
 
@@ -47,16 +49,20 @@ struct Ended {
 }
 
 impl Front {
-    fn new(protocol: Protocol) -> Front {
+    /// A front for `protocol`; `tls` offers STARTTLS / STLS.
+    fn new(protocol: Protocol, tls: bool) -> Front {
         let hostname = "cswitch".to_string();
         match protocol {
             Protocol::Imap => Front::Imap(Box::new(imap::Front::new(imap::FrontConfig {
                 hostname,
+                starttls: tls,
                 ..imap::FrontConfig::default()
             }))),
-            _ => {
-                Front::Pop3(pop3::Front::new(pop3::FrontConfig { hostname, ..pop3::FrontConfig::default() }))
-            }
+            _ => Front::Pop3(pop3::Front::new(pop3::FrontConfig {
+                hostname,
+                stls: tls,
+                ..pop3::FrontConfig::default()
+            })),
         }
     }
 
@@ -82,8 +88,8 @@ impl Front {
                     let replay = Replay::Pop3(pop3::Replay::new(pop3::ReplayConfig::default(), &user, &pass));
                     Some(Step::Login(Login { user, replay }))
                 }
-                // STLS is not offered (the front advertises it only when configured).
-                pop3::Event::StartTls | pop3::Event::Quit | pop3::Event::Close { .. } => Some(Step::Close),
+                pop3::Event::StartTls => Some(Step::StartTls),
+                pop3::Event::Quit | pop3::Event::Close { .. } => Some(Step::Close),
             },
             Front::Imap(f) => match f.poll(out)? {
                 imap::Event::Login { tag, creds } => {
@@ -93,7 +99,8 @@ impl Front {
                         replay: Replay::Imap(Box::new(replay)),
                     }))
                 }
-                imap::Event::StartTls | imap::Event::Quit | imap::Event::Close { .. } => Some(Step::Close),
+                imap::Event::StartTls => Some(Step::StartTls),
+                imap::Event::Quit | imap::Event::Close { .. } => Some(Step::Close),
             },
         }
     }
@@ -162,68 +169,117 @@ fn imap_ended(o: imap::Outcome) -> Ended {
     }
 }
 
-/// Serves one POP3 or IMAP connection.
-pub async fn serve(worker: Rc<Worker>, mut client: TcpStream, peer: SocketAddr, listener: usize) {
+/// Serves one POP3 or IMAP connection; with `tls` on the listener, STLS / STARTTLS is
+/// offered and the dialogue goes on encrypted after it.
+pub async fn serve(worker: Rc<Worker>, client: TcpStream, peer: SocketAddr, listener: usize) {
     let snap = worker.shared.snapshot.load_full();
     let l = &snap.listeners[listener];
-    let mut front = Front::new(l.protocol);
+    let acceptor = l.tls.clone();
+    let front = Front::new(l.protocol, acceptor.is_some());
     let mut out = Vec::with_capacity(512);
     front.greeting(&mut out);
-    let mut cbuf = worker.bufs.take();
     let local = client.local_addr().unwrap_or(peer);
+    let ctx = Ctx { worker: &worker, snap: &snap, listener, peer, local };
+    let SessionEnd::StartTls(tcp, front) = session(&ctx, client, front, out).await else { return };
+    let Some(acceptor) = acceptor else { return };
+    if let Some(tls) = crate::session::handshake(&worker, acceptor, tcp, peer).await {
+        // The front offers STARTTLS once: this session cannot ask again.
+        let _ = session(&ctx, tls, *front, Vec::new()).await;
+    }
+}
+
+/// What a session needs besides its stream.
+struct Ctx<'a> {
+    worker: &'a Worker,
+    snap: &'a Snapshot,
+    listener: usize,
+    peer: SocketAddr,
+    local: SocketAddr,
+}
+
+/// How a dialogue ended: done, or the client asked for TLS (answered) and the caller must
+/// run the handshake and go on with the same front.
+enum SessionEnd<S> {
+    Done,
+    StartTls(S, Box<Front>),
+}
+
+/// The dialogue over `client` (plain, or TLS after STARTTLS) until it ends or tunnels.
+async fn session<S: AsyncRead + AsyncWrite + Unpin>(
+    ctx: &Ctx<'_>,
+    mut client: S,
+    mut front: Front,
+    mut out: Vec<u8>,
+) -> SessionEnd<S> {
+    let (worker, snap, peer, local) = (ctx.worker, ctx.snap, ctx.peer, ctx.local);
+    let l = &snap.listeners[ctx.listener];
+    let mut cbuf = worker.bufs.take();
     loop {
         while let Some(step) = front.poll(&mut out) {
             match step {
                 Step::Close => {
-                    let _ = flush(&snap, &mut client, &mut out).await;
+                    let _ = flush(snap, &mut client, &mut out).await;
                     worker.bufs.give(cbuf);
-                    return;
+                    return SessionEnd::Done;
+                }
+                Step::StartTls => {
+                    worker.bufs.give(cbuf);
+                    if !flush(snap, &mut client, &mut out).await {
+                        return SessionEnd::Done;
+                    }
+                    return SessionEnd::StartTls(client, Box::new(front));
                 }
                 Step::Login(login) => {
-                    if !flush(&snap, &mut client, &mut out).await {
+                    if !flush(snap, &mut client, &mut out).await {
                         worker.bufs.give(cbuf);
-                        return;
+                        return SessionEnd::Done;
                     }
                     let fields = LoginFields::new(l.protocol, &login.user, peer, local);
                     worker.shared.stats.inc(Counter::Requests);
-                    match decide(&worker, l, &fields) {
+                    match decide(worker, l, &fields) {
                         None => front.deny_login("login refused by policy", &mut out),
-                        Some(group) => {
-                            match replay_login(&worker, &snap, group, &fields, login.replay).await {
-                                Session::Refused(to_client) => front.login_failed(&to_client, &mut out),
-                                Session::LoggedIn { to_client, mut up } => {
-                                    finish(
-                                        &worker, &snap, listener, group, client, cbuf, front, to_client,
-                                        &mut up,
-                                    )
-                                    .await;
-                                    return;
-                                }
+                        Some(group) => match replay_login(worker, snap, group, &fields, login.replay).await {
+                            Session::Refused(to_client) => front.login_failed(&to_client, &mut out),
+                            Session::LoggedIn { to_client, mut up } => {
+                                finish(
+                                    worker,
+                                    snap,
+                                    ctx.listener,
+                                    group,
+                                    client,
+                                    cbuf,
+                                    front,
+                                    to_client,
+                                    &mut up,
+                                )
+                                .await;
+                                return SessionEnd::Done;
                             }
-                        }
+                        },
                     }
                 }
             }
         }
-        if !flush(&snap, &mut client, &mut out).await
-            || !next_bytes(&worker, &snap, &mut client, &mut cbuf).await
+        if !flush(snap, &mut client, &mut out).await
+            || !next_bytes(worker, snap, &mut client, &mut cbuf).await
         {
             break;
         }
         front.feed(cbuf.filled());
     }
     worker.bufs.give(cbuf);
+    SessionEnd::Done
 }
 
 /// After the server took the login: its answer to the client, the client's bytes after the
 /// login to the server, then the tunnel.
 #[allow(clippy::too_many_arguments)]
-async fn finish(
+async fn finish<S: AsyncRead + AsyncWrite + Unpin>(
     worker: &Worker,
     snap: &Snapshot,
     listener: usize,
     group: usize,
-    mut client: TcpStream,
+    mut client: S,
     mut cbuf: crate::buf::IoBuf,
     front: Front,
     to_client: Vec<u8>,

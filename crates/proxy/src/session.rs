@@ -222,7 +222,7 @@ pub async fn serve(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, list
 
 /// The TLS handshake of a terminating listener, within `client_head`; failures are
 /// counted and logged, and close the connection.
-async fn handshake(
+pub(crate) async fn handshake(
     worker: &Worker,
     acceptor: tokio_rustls::TlsAcceptor,
     stream: TcpStream,

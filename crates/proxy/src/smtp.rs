@@ -18,6 +18,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Mutex;
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -44,14 +45,51 @@ struct Txn {
     rcpts: usize,
 }
 
-/// Serves one SMTP connection.
-pub async fn serve(worker: Rc<Worker>, mut client: TcpStream, peer: SocketAddr, listener: usize) {
+/// Serves one SMTP connection; with `tls` on the listener, STARTTLS is offered and the
+/// dialogue goes on encrypted after it.
+pub async fn serve(worker: Rc<Worker>, client: TcpStream, peer: SocketAddr, listener: usize) {
     let snap = worker.shared.snapshot.load_full();
-    let l = &snap.listeners[listener];
-    let mut front = Front::new(FrontConfig { hostname: "cswitch".into(), ..FrontConfig::default() });
+    let acceptor = snap.listeners[listener].tls.clone();
+    let cfg =
+        FrontConfig { hostname: "cswitch".into(), starttls: acceptor.is_some(), ..FrontConfig::default() };
+    let front = Front::new(cfg);
     let mut out = Vec::with_capacity(512);
     front.greeting(&mut out);
     let local = client.local_addr().unwrap_or(peer);
+    let ctx = Ctx { worker: &worker, snap: &snap, listener, peer, local };
+    let Ended::StartTls(tcp, front) = session(&ctx, client, front, out).await else { return };
+    let Some(acceptor) = acceptor else { return };
+    if let Some(tls) = crate::session::handshake(&worker, acceptor, tcp, peer).await {
+        // The front offers STARTTLS once: this session cannot ask again.
+        let _ = session(&ctx, tls, *front, Vec::new()).await;
+    }
+}
+
+/// What a session needs besides its stream.
+struct Ctx<'a> {
+    worker: &'a Worker,
+    snap: &'a Snapshot,
+    listener: usize,
+    peer: SocketAddr,
+    local: SocketAddr,
+}
+
+/// How a dialogue ended: done, or the client asked for TLS (answered 220) and the
+/// caller must run the handshake and go on with the same front.
+enum Ended<S> {
+    Done,
+    StartTls(S, Box<Front>),
+}
+
+/// The dialogue over `client` (plain, or TLS after STARTTLS) until it ends or tunnels.
+async fn session<S: AsyncRead + AsyncWrite + Unpin>(
+    ctx: &Ctx<'_>,
+    mut client: S,
+    mut front: Front,
+    mut out: Vec<u8>,
+) -> Ended<S> {
+    let (worker, snap, peer, local) = (ctx.worker, ctx.snap, ctx.peer, ctx.local);
+    let l = &snap.listeners[ctx.listener];
     let mut txn = Txn::default();
     let mut cbuf = worker.bufs.take();
     'session: loop {
@@ -61,18 +99,18 @@ pub async fn serve(worker: Rc<Worker>, mut client: TcpStream, peer: SocketAddr, 
                 Event::Mail { from, .. } => {
                     txn = Txn { from, ..Txn::default() };
                     let fields = Fields::new(&front, &txn, None, peer, local);
-                    match judge(&worker, l, &fields) {
+                    match judge(worker, l, &fields) {
                         Verdict::Deny => front.reject_mail(550, DENY_TEXT, &mut out),
                         Verdict::Group(_) => front.accept_mail(&mut out),
                     }
                 }
-                Event::Rcpt { to } => rcpt(&worker, l, &mut front, &mut txn, to, peer, local, &mut out),
+                Event::Rcpt { to } => rcpt(worker, l, &mut front, &mut txn, to, peer, local, &mut out),
                 Event::Data => {
-                    if !flush(&snap, &mut client, &mut out).await {
+                    if !flush(snap, &mut client, &mut out).await {
                         break 'session;
                     }
                     let group = txn.group.unwrap_or(l.default_group);
-                    match deliver(&worker, &snap, group, &front, &txn, peer).await {
+                    match deliver(worker, snap, group, &front, &txn, peer).await {
                         Delivery::Refused(reply) => {
                             front.data_failed(&reply, &mut out);
                             txn = Txn::default();
@@ -90,29 +128,36 @@ pub async fn serve(worker: Rc<Worker>, mut client: TcpStream, peer: SocketAddr, 
                                     .await;
                                 worker.bufs.give(sbuf);
                             }
-                            if let Some(l) = worker.shared.listeners.get(listener) {
+                            if let Some(l) = worker.shared.listeners.get(ctx.listener) {
                                 l.record(0, rest.len() as u64, to_client.len() as u64);
                             }
                             worker.bufs.give(cbuf);
-                            return;
+                            return Ended::Done;
                         }
                     }
                 }
-                // STARTTLS is not offered (the front advertises it only when configured).
-                Event::StartTls | Event::Quit | Event::Close { .. } => {
-                    let _ = flush(&snap, &mut client, &mut out).await;
+                Event::StartTls => {
+                    worker.bufs.give(cbuf);
+                    if !flush(snap, &mut client, &mut out).await {
+                        return Ended::Done;
+                    }
+                    return Ended::StartTls(client, Box::new(front));
+                }
+                Event::Quit | Event::Close { .. } => {
+                    let _ = flush(snap, &mut client, &mut out).await;
                     break 'session;
                 }
             }
         }
-        if !flush(&snap, &mut client, &mut out).await
-            || !next_bytes(&worker, &snap, &mut client, &mut cbuf).await
+        if !flush(snap, &mut client, &mut out).await
+            || !next_bytes(worker, snap, &mut client, &mut cbuf).await
         {
             break;
         }
         front.feed(cbuf.filled());
     }
     worker.bufs.give(cbuf);
+    Ended::Done
 }
 
 /// Answers one RCPT: a recipient a server refused before gets that server's answer; a

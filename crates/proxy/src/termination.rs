@@ -1,4 +1,4 @@
-//! TLS termination on HTTP listeners (`tls = …` in a listener): the certificates loaded
+//! TLS termination on HTTP listeners and STARTTLS on mail listeners (`tls = …` in a listener): the certificates loaded
 //! into a rustls server config per listener, and the SNI resolver that serves each client
 //! the first certificate valid for the name it asked for (the first certificate when it
 //! asked for none or for a name none covers). Built off the data path, at start and at
@@ -19,12 +19,14 @@ pub fn acceptors(config: &Config) -> Result<Vec<Option<TlsAcceptor>>, String> {
         .iter()
         .map(|l| match &l.tls {
             None => Ok(None),
-            Some(pairs) => acceptor(pairs).map(Some).map_err(|e| format!("listener '{}': {e}", l.name)),
+            Some(pairs) => acceptor(pairs, l.protocol == config::Protocol::Http)
+                .map(Some)
+                .map_err(|e| format!("listener '{}': {e}", l.name)),
         })
         .collect()
 }
 
-fn acceptor(pairs: &[CertKey]) -> Result<TlsAcceptor, String> {
+fn acceptor(pairs: &[CertKey], http: bool) -> Result<TlsAcceptor, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let keys = pairs.iter().map(|p| certified_key(p, &provider)).collect::<Result<Vec<_>, _>>()?;
     let mut server = rustls::ServerConfig::builder_with_provider(provider)
@@ -32,8 +34,10 @@ fn acceptor(pairs: &[CertKey]) -> Result<TlsAcceptor, String> {
         .map_err(|e| e.to_string())?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(BySni { keys }));
-    // Only HTTP/1.x is spoken behind the terminator.
-    server.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // Only HTTP/1.x is spoken behind an HTTP terminator; mail clients (STARTTLS) send no ALPN.
+    if http {
+        server.alpn_protocols = vec![b"http/1.1".to_vec()];
+    }
     Ok(TlsAcceptor::from(Arc::new(server)))
 }
 

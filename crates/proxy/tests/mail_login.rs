@@ -117,13 +117,23 @@ fn python(script: &str) -> String {
 }
 
 fn start(protocol: &str, eu: SocketAddr, us: SocketAddr, field: &str) -> (Switch, SocketAddr) {
-    let dir = std::env::temp_dir().join(format!("cswitch-mail-{protocol}-{}", std::process::id()));
+    start_with(protocol, eu, us, field, "")
+}
+
+fn dir_for(protocol: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("cswitch-mail-{protocol}-{}", std::process::id()))
+}
+
+/// `tag` names the directory (config, rules, certificates): `<protocol>` or `<protocol>-tls`.
+fn start_with(tag: &str, eu: SocketAddr, us: SocketAddr, field: &str, extra: &str) -> (Switch, SocketAddr) {
+    let dir = dir_for(tag);
+    let protocol = tag.trim_end_matches("-tls");
     std::fs::create_dir_all(&dir).unwrap();
     let rules = format!("EU: if ({field} == \"eu.example\") {{ routeTo(eu); }}\nSpam: if ({field} == \"spam.example\") {{ deny(); }}\n");
     std::fs::write(dir.join("mail.rules"), rules).unwrap();
     let text = format!(
         "[global]\nworkers = 1\n[access_log]\nenabled = false\n\
-         [[listener]]\nname = \"mail\"\nprotocol = \"{protocol}\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"us\"\nrules = \"mail.rules\"\n\
+         [[listener]]\nname = \"mail\"\nprotocol = \"{protocol}\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"us\"\nrules = \"mail.rules\"\n{extra}\n\
          [[group]]\nname = \"eu\"\nservers = [ {{ name = \"eu1\", addr = \"{eu}\" }} ]\n\
          [[group]]\nname = \"us\"\nservers = [ {{ name = \"us1\", addr = \"{us}\" }} ]\n"
     );
@@ -206,4 +216,60 @@ fn imap_logins_route_by_domain_and_refusals_reach_the_client() {
     assert_eq!(us_seen.lock().unwrap()[0].0, "bob@us.example");
     let refused = session("carol@eu.example", "wrong");
     assert!(refused.contains("REFUSED") && refused.contains("invalid credentials"), "{refused}");
+}
+
+/// A self-signed certificate for mail.example in `dir` (`mail.pem`, `mail.key`).
+fn cert_files(dir: &std::path::Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let made = rcgen::generate_simple_self_signed(vec!["mail.example".to_string()]).unwrap();
+    std::fs::write(dir.join("mail.pem"), made.cert.pem()).unwrap();
+    std::fs::write(dir.join("mail.key"), made.signing_key.serialize_pem()).unwrap();
+}
+
+#[test]
+fn stls_and_starttls_upgrade_before_the_login() {
+    let tls = "tls = { cert = \"mail.pem\", key = \"mail.key\" }";
+    let ((eu, eu_seen), (us, _)) = (pop3_server("eu"), pop3_server("us"));
+    let dir = dir_for("pop3-tls");
+    cert_files(&dir);
+    let (_switch, addr) = start_with("pop3-tls", eu, us, "pop.user_domain", tls);
+    let out = python(&format!(
+        "import poplib, ssl\n\
+         ctx = ssl.create_default_context(cafile='{}')\n\
+         ctx.check_hostname = False\n\
+         p = poplib.POP3('127.0.0.1', {}, timeout=5)\n\
+         print('CAPA', sorted(p.capa()))\n\
+         p.stls(context=ctx)\n\
+         print('TLS', p.sock.version())\n\
+         p.user('alice@eu.example'); p.pass_('good')\n\
+         print(b'|'.join(p.retr(1)[1]).decode())\n\
+         p.quit()\n",
+        dir.join("mail.pem").display(),
+        addr.port()
+    ));
+    assert!(out.contains("'STLS'") && out.contains("TLS TLSv1.") && out.contains("hello from eu"), "{out}");
+    assert_eq!(eu_seen.lock().unwrap()[0].0, "alice@eu.example");
+
+    let ((eu, eu_seen), (us, _)) = (imap_server("eu"), imap_server("us"));
+    let dir = dir_for("imap-tls");
+    cert_files(&dir);
+    let (_switch, addr) = start_with("imap-tls", eu, us, "imap.user_domain", tls);
+    let out = python(&format!(
+        "import imaplib, ssl\n\
+         ctx = ssl.create_default_context(cafile='{}')\n\
+         ctx.check_hostname = False\n\
+         m = imaplib.IMAP4('127.0.0.1', {}, timeout=5)\n\
+         print('CAPS', m.capabilities)\n\
+         m.starttls(ssl_context=ctx)\n\
+         print('TLS', m.sock.version())\n\
+         print('LOGIN', m.login('alice@eu.example', 'good'))\n\
+         m.logout()\n",
+        dir.join("mail.pem").display(),
+        addr.port()
+    ));
+    assert!(
+        out.contains("'STARTTLS'") && out.contains("TLS TLSv1.") && out.contains("eu logged in"),
+        "{out}"
+    );
+    assert_eq!(eu_seen.lock().unwrap()[0].0, "alice@eu.example");
 }

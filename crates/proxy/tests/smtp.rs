@@ -96,14 +96,29 @@ fn session(name: &str, stream: TcpStream, inbox: &Inbox) {
 }
 
 fn start(eu: SocketAddr, us: SocketAddr) -> (Switch, SocketAddr) {
-    let dir = std::env::temp_dir().join(format!("cswitch-smtp-{}-{}", std::process::id(), eu.port()));
+    start_with(eu, us, "")
+}
+
+/// A self-signed certificate for mail.example in `dir` (`mail.pem`, `mail.key`).
+fn cert_files(dir: &std::path::Path) {
+    let made = rcgen::generate_simple_self_signed(vec!["mail.example".to_string()]).unwrap();
+    std::fs::write(dir.join("mail.pem"), made.cert.pem()).unwrap();
+    std::fs::write(dir.join("mail.key"), made.signing_key.serialize_pem()).unwrap();
+}
+
+fn dir_for(eu: SocketAddr) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("cswitch-smtp-{}-{}", std::process::id(), eu.port()))
+}
+
+fn start_with(eu: SocketAddr, us: SocketAddr, listener_extra: &str) -> (Switch, SocketAddr) {
+    let dir = dir_for(eu);
     std::fs::create_dir_all(&dir).unwrap();
     let rules = "Spam: if (smtp.mail_from_domain == \"spam.example\") { deny(); }\n\
                  EU: if (smtp.rcpt_to_domain == \"eu.example\") { routeTo(eu); }\n";
     std::fs::write(dir.join("mail.rules"), rules).unwrap();
     let text = format!(
         "[global]\nworkers = 1\n[access_log]\nenabled = false\n\
-         [[listener]]\nname = \"mx\"\nprotocol = \"smtp\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"us\"\nrules = \"mail.rules\"\n\
+         [[listener]]\nname = \"mx\"\nprotocol = \"smtp\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"us\"\nrules = \"mail.rules\"\n{listener_extra}\n\
          [[group]]\nname = \"eu\"\nservers = [ {{ name = \"eu1\", addr = \"{eu}\" }} ]\n\
          [[group]]\nname = \"us\"\nservers = [ {{ name = \"us1\", addr = \"{us}\" }} ]\n"
     );
@@ -251,4 +266,39 @@ fn a_pipelining_client_gets_every_answer_in_order_and_the_server_sees_xclient() 
         "{}",
         mail[0].xclient
     );
+}
+
+#[test]
+fn starttls_upgrades_the_session_and_mail_still_flows() {
+    let ((eu, eu_inbox), (us, _)) = (smtp_server("eu"), smtp_server("us"));
+    let dir = dir_for(eu);
+    std::fs::create_dir_all(&dir).unwrap();
+    cert_files(&dir);
+    let (_switch, addr) = start_with(eu, us, "tls = { cert = \"mail.pem\", key = \"mail.key\" }");
+    let script = format!(
+        "import smtplib, ssl\n\
+         ctx = ssl.create_default_context(cafile='{}')\n\
+         ctx.check_hostname = False\n\
+         s = smtplib.SMTP('127.0.0.1', {}, timeout=5)\n\
+         s.ehlo()\n\
+         print('OFFERED', s.has_extn('starttls'))\n\
+         s.starttls(context=ctx)\n\
+         s.ehlo()\n\
+         print('TLS', s.sock.version(), 'STILL-OFFERED', s.has_extn('starttls'))\n\
+         print('REFUSED-RCPTS', s.sendmail('alice@x.example', ['bob@eu.example'], 'Subject: t\\r\\n\\r\\nover tls'))\n\
+         s.quit()\n",
+        dir.join("mail.pem").display(),
+        addr.port()
+    );
+    let out = Command::new("python3").arg("-c").arg(&script).output().expect("python3 runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("OFFERED True"), "{text}");
+    assert!(
+        text.contains("TLS TLSv1.3 STILL-OFFERED False") || text.contains("TLS TLSv1.2 STILL-OFFERED False"),
+        "{text}"
+    );
+    assert!(text.contains("REFUSED-RCPTS {}"), "{text}");
+    let mail = eu_inbox.lock().unwrap().clone();
+    assert!(mail[0].body.contains("over tls"), "{mail:?}");
 }
