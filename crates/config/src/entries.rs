@@ -30,6 +30,7 @@ pub(crate) struct ListenerDraft {
     connection_persistence: ConnectionPersistence,
     preallocate: bool,
     tls: Option<Vec<crate::CertKey>>,
+    mail: crate::MailOptions,
 }
 
 impl ListenerDraft {
@@ -47,6 +48,7 @@ impl ListenerDraft {
             connection_persistence: self.connection_persistence,
             preallocate: self.preallocate,
             tls: self.tls,
+            mail: self.mail,
         })
     }
 }
@@ -145,6 +147,37 @@ pub(crate) fn listener(t: &Table, sink: &mut Sink, base: &Path) -> ListenerDraft
         connection_persistence: balancing::connection_persistence(t, sink),
         preallocate: t.bool_or(sink, "preallocate", false),
         tls: crate::certs::listener_tls(t, sink, base, protocol),
+        mail: mail_options(t, sink, protocol),
+    }
+}
+
+/// `hostname` (mail listeners), `deny_text` and `xclient` (SMTP).
+fn mail_options(t: &Table, sink: &mut Sink, protocol: Protocol) -> crate::MailOptions {
+    let d = crate::MailOptions::default();
+    let mail = matches!(protocol, Protocol::Smtp | Protocol::Pop3 | Protocol::Imap);
+    for (key, applies, to) in [
+        ("hostname", mail, "smtp, pop3 or imap"),
+        ("deny_text", protocol == Protocol::Smtp, "smtp"),
+        ("xclient", protocol == Protocol::Smtp, "smtp"),
+    ] {
+        if t.has(key) && !applies {
+            let message = format!("`{key}` applies only to protocol = {to}, not \"{}\"", protocol.name());
+            sink.error(&t.value_span(key), &t.key_path(key), message, Some(format!("remove `{key}`")));
+        }
+    }
+    let text = |sink: &mut Sink, key: &str, default: String| {
+        let Some(v) = t.string(sink, key) else { return default };
+        if v.value.is_empty() || v.value.chars().any(|c| c.is_control()) {
+            let message = format!("`{key}` must be one line of text");
+            sink.error(&v.span, &v.key, message, Some(format!("write e.g. {key} = \"{default}\"")));
+            return default;
+        }
+        v.value.to_string()
+    };
+    crate::MailOptions {
+        hostname: text(sink, "hostname", d.hostname),
+        deny_text: text(sink, "deny_text", d.deny_text),
+        xclient: t.bool_or(sink, "xclient", d.xclient),
     }
 }
 

@@ -181,9 +181,34 @@ pub struct Listener {
     /// Pre-allocation (seed 000 §3.2): on a new connection, get a connection to the server
     /// this client address used last while its request is still being read (default false).
     pub preallocate: bool,
+    /// SMTP / POP3 / IMAP settings (defaults elsewhere).
+    pub mail: MailOptions,
     /// TLS termination on an HTTP listener: its certificates (the first is the default; a
     /// client's SNI picks the first one valid for that name). `None`: plain HTTP.
     pub tls: Option<Vec<CertKey>>,
+}
+
+/// A mail listener's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MailOptions {
+    /// The name in the greeting and the EHLO answer (default "cswitch").
+    pub hostname: String,
+    /// SMTP: the text after 550 when a rule denies a sender or recipient (default
+    /// "5.7.1 rejected by policy").
+    pub deny_text: String,
+    /// SMTP: send XCLIENT (the client's address and name) when the server offers it
+    /// (default true).
+    pub xclient: bool,
+}
+
+impl Default for MailOptions {
+    fn default() -> Self {
+        MailOptions {
+            hostname: "cswitch".into(),
+            deny_text: "5.7.1 rejected by policy".into(),
+            xclient: true,
+        }
+    }
 }
 
 /// One certificate chain and its private key, PEM files.

@@ -47,6 +47,9 @@ pub(crate) const LISTENER_KEYS: &[&str] = &[
     "connection_persistence",
     "preallocate",
     "tls",
+    "hostname",
+    "deny_text",
+    "xclient",
 ];
 pub(crate) const GROUP_KEYS: &[&str] = &[
     "name",

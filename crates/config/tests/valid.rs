@@ -97,6 +97,7 @@ fn listener(name: &str, bind: &str, group: &str) -> Listener {
         connection_persistence: ConnectionPersistence::PerRequest,
         preallocate: false,
         tls: None,
+        mail: cswitch_config::MailOptions::default(),
     }
 }
 

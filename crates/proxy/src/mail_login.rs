@@ -49,9 +49,8 @@ struct Ended {
 }
 
 impl Front {
-    /// A front for `protocol`; `tls` offers STARTTLS / STLS.
-    fn new(protocol: Protocol, tls: bool) -> Front {
-        let hostname = "cswitch".to_string();
+    /// A front for `protocol` greeting as `hostname`; `tls` offers STARTTLS / STLS.
+    fn new(protocol: Protocol, hostname: String, tls: bool) -> Front {
         match protocol {
             Protocol::Imap => Front::Imap(Box::new(imap::Front::new(imap::FrontConfig {
                 hostname,
@@ -175,7 +174,7 @@ pub async fn serve(worker: Rc<Worker>, client: TcpStream, peer: SocketAddr, list
     let snap = worker.shared.snapshot.load_full();
     let l = &snap.listeners[listener];
     let acceptor = l.tls.clone();
-    let front = Front::new(l.protocol, acceptor.is_some());
+    let front = Front::new(l.protocol, l.mail.hostname.clone(), acceptor.is_some());
     let mut out = Vec::with_capacity(512);
     front.greeting(&mut out);
     let local = client.local_addr().unwrap_or(peer);

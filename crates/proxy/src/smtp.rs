@@ -22,9 +22,6 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-/// Text of a `deny` on the sender or a recipient.
-const DENY_TEXT: &str = "5.7.1 rejected by policy";
-
 /// Recipients servers refused, per process: answered from here on the client's retry.
 pub struct Refusals(Mutex<RefusalCache>);
 
@@ -49,9 +46,13 @@ struct Txn {
 /// dialogue goes on encrypted after it.
 pub async fn serve(worker: Rc<Worker>, client: TcpStream, peer: SocketAddr, listener: usize) {
     let snap = worker.shared.snapshot.load_full();
-    let acceptor = snap.listeners[listener].tls.clone();
-    let cfg =
-        FrontConfig { hostname: "cswitch".into(), starttls: acceptor.is_some(), ..FrontConfig::default() };
+    let l = &snap.listeners[listener];
+    let acceptor = l.tls.clone();
+    let cfg = FrontConfig {
+        hostname: l.mail.hostname.clone(),
+        starttls: acceptor.is_some(),
+        ..FrontConfig::default()
+    };
     let front = Front::new(cfg);
     let mut out = Vec::with_capacity(512);
     front.greeting(&mut out);
@@ -100,7 +101,7 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
                     txn = Txn { from, ..Txn::default() };
                     let fields = Fields::new(&front, &txn, None, peer, local);
                     match judge(worker, l, &fields) {
-                        Verdict::Deny => front.reject_mail(550, DENY_TEXT, &mut out),
+                        Verdict::Deny => front.reject_mail(550, &l.mail.deny_text, &mut out),
                         Verdict::Group(_) => front.accept_mail(&mut out),
                     }
                 }
@@ -110,7 +111,7 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
                         break 'session;
                     }
                     let group = txn.group.unwrap_or(l.default_group);
-                    match deliver(worker, snap, group, &front, &txn, peer).await {
+                    match deliver(worker, snap, l, group, &front, &txn, peer).await {
                         Delivery::Refused(reply) => {
                             front.data_failed(&reply, &mut out);
                             txn = Txn::default();
@@ -185,7 +186,7 @@ fn rcpt(
     }
     let fields = Fields::new(front, txn, Some(&to), peer, local);
     match judge(worker, l, &fields) {
-        Verdict::Deny => front.reject_rcpt(550, DENY_TEXT, out),
+        Verdict::Deny => front.reject_rcpt(550, &l.mail.deny_text, out),
         Verdict::Group(group) if txn.group.is_some_and(|g| g != group) => front.defer_rcpt(out),
         Verdict::Group(group) => {
             txn.group = Some(group);
@@ -216,6 +217,7 @@ enum Delivery<'s> {
 async fn deliver<'s>(
     worker: &Worker,
     snap: &'s Snapshot,
+    l: &ListenerRt,
     group: usize,
     front: &Front,
     txn: &Txn,
@@ -227,7 +229,8 @@ async fn deliver<'s>(
         return Delivery::Refused(smtp::Reply::new(503, "5.5.1 no valid recipients"));
     };
     let client = Some(ClientInfo { addr: peer, name: None });
-    let mut replay = Replay::new(smtp::ReplayConfig::default(), envelope, client);
+    let cfg = smtp::ReplayConfig { xclient: l.mail.xclient, ..smtp::ReplayConfig::default() };
+    let mut replay = Replay::new(cfg, envelope, client);
     let key = txn.first_rcpt.as_ref().map(|r| r.domain_lowercase().into_bytes());
     let up = crate::connect::pick_and_connect(worker, snap, group, None, key.as_deref()).await;
     let Some(mut up) = up else {

@@ -133,8 +133,10 @@ pub struct ListenerRt {
     pub connection_persistence: ConnectionPersistence,
     /// Open a connection to the client address's last server while its request is read.
     pub preallocate: bool,
-    /// TLS termination (HTTP listeners with `tls`).
+    /// TLS termination (HTTP listeners with `tls`) or STARTTLS (mail listeners).
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Mail listener settings.
+    pub mail: config::MailOptions,
 }
 
 /// What each listener needs besides its config, made (and checked) before a snapshot is
@@ -204,6 +206,7 @@ impl Snapshot {
                 rule_hits: rule_hits(rules.as_deref(), previous.and_then(|p| p.listener(&l.name))),
                 name: l.name.clone(),
                 protocol: l.protocol,
+                mail: l.mail.clone(),
                 // Validated by config: default_group names an existing group.
                 default_group: groups.iter().position(|g| g.name == l.default_group).unwrap_or(0),
                 x_forwarded_for: l.x_forwarded_for,

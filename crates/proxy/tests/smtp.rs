@@ -137,7 +137,7 @@ fn smtp_client(addr: SocketAddr, body: &str) -> String {
          \x20   try:\n\
          \x20       print('REFUSED-RCPTS', s.sendmail(frm, to, 'Subject: t\\r\\n\\r\\n' + text))\n\
          \x20   except smtplib.SMTPSenderRefused as e:\n\
-         \x20       print('SENDER-REFUSED', e.smtp_code); s.rset()\n\
+         \x20       print('SENDER-REFUSED', e.smtp_code, e.smtp_error.decode()); s.rset()\n\
          \x20   except smtplib.SMTPRecipientsRefused as e:\n\
          \x20       print('ALL-RCPTS-REFUSED', sorted((k, v[0]) for k, v in e.recipients.items())); s.rset()\n\
          \x20   except smtplib.SMTPDataError as e:\n\
@@ -159,13 +159,13 @@ fn dead_addr() -> SocketAddr {
 #[test]
 fn mail_is_routed_by_recipient_and_a_spam_sender_is_denied() {
     let ((eu, eu_inbox), (us, us_inbox)) = (smtp_server("eu"), smtp_server("us"));
-    let (switch, addr) = start(eu, us);
+    let (switch, addr) = start_with(eu, us, "hostname = \"mx.example\"\ndeny_text = \"5.7.1 no spam here\"");
     let out = smtp_client(addr, "send('alice@x.example', ['bob@eu.example'], 'to eu')");
     assert!(out.contains("REFUSED-RCPTS {}"), "{out}");
     let out = smtp_client(addr, "send('alice@x.example', ['carol@us.example'], 'to us')");
     assert!(out.contains("REFUSED-RCPTS {}"), "{out}");
     let out = smtp_client(addr, "send('bulk@spam.example', ['bob@eu.example'], 'spam')");
-    assert!(out.contains("SENDER-REFUSED 550"), "{out}");
+    assert!(out.contains("SENDER-REFUSED 550 5.7.1 no spam here"), "{out}");
     let eu_mail = eu_inbox.lock().unwrap().clone();
     let us_mail = us_inbox.lock().unwrap().clone();
     assert_eq!((eu_mail.len(), us_mail.len()), (1, 1), "{eu_mail:?} {us_mail:?}");
@@ -301,4 +301,20 @@ fn starttls_upgrades_the_session_and_mail_still_flows() {
     assert!(text.contains("REFUSED-RCPTS {}"), "{text}");
     let mail = eu_inbox.lock().unwrap().clone();
     assert!(mail[0].body.contains("over tls"), "{mail:?}");
+}
+
+#[test]
+fn xclient_can_be_turned_off_and_the_greeting_names_the_host() {
+    let ((eu, eu_inbox), (us, _)) = (smtp_server("eu-x"), smtp_server("us"));
+    let (_switch, addr) = start_with(eu, us, "hostname = \"mx.example\"\nxclient = false");
+    let c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    let mut r = BufReader::new(c.try_clone().unwrap());
+    let mut greeting = String::new();
+    r.read_line(&mut greeting).unwrap();
+    assert!(greeting.starts_with("220 mx.example"), "{greeting}");
+    drop((c, r));
+    let out = smtp_client(addr, "send('alice@x.example', ['bob@eu.example'], 'no xclient')");
+    assert!(out.contains("REFUSED-RCPTS {}"), "{out}");
+    assert_eq!(eu_inbox.lock().unwrap()[0].xclient, "", "XCLIENT not sent");
 }
