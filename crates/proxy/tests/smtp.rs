@@ -318,3 +318,82 @@ fn xclient_can_be_turned_off_and_the_greeting_names_the_host() {
     assert!(out.contains("REFUSED-RCPTS {}"), "{out}");
     assert_eq!(eu_inbox.lock().unwrap()[0].xclient, "", "XCLIENT not sent");
 }
+
+/// aiosmtpd (a real SMTP server) on a free port, its accepted messages read from stdout.
+struct Aiosmtpd {
+    child: std::process::Child,
+    addr: SocketAddr,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Aiosmtpd {
+    /// `None` when aiosmtpd is not installed (the test then says so and passes, unless
+    /// CSWITCH_REQUIRE_AIOSMTPD is set, as `.ci/run` does).
+    fn start(name: &str) -> Option<Aiosmtpd> {
+        let ok = Command::new("python3")
+            .args(["-c", "import aiosmtpd"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            assert!(std::env::var_os("CSWITCH_REQUIRE_AIOSMTPD").is_none(), "aiosmtpd is required here");
+            eprintln!(
+                "skipped: python3 has no aiosmtpd (pip install aiosmtpd, or Debian's python3-aiosmtpd)"
+            );
+            return None;
+        }
+        let port = dead_addr().port();
+        let script =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/aiosmtpd_server.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .args([&port.to_string(), name])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let ready = lines.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        assert_eq!(ready, "READY");
+        Some(Aiosmtpd { child, addr: SocketAddr::from(([127, 0, 0, 1], port)), lines })
+    }
+
+    fn next_message(&self) -> String {
+        self.lines.recv_timeout(std::time::Duration::from_secs(5)).unwrap()
+    }
+}
+
+impl Drop for Aiosmtpd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn real_aiosmtpd_servers_receive_the_routed_mail() {
+    let (Some(eu), Some(us)) = (Aiosmtpd::start("eu"), Aiosmtpd::start("us")) else { return };
+    let (_switch, addr) = start(eu.addr, us.addr);
+    let out = smtp_client(addr, "send('alice@x.example', ['bob@eu.example'], 'to a real eu server')");
+    assert!(out.contains("REFUSED-RCPTS {}"), "{out}");
+    let got = eu.next_message();
+    assert!(got.contains("\"from\": \"alice@x.example\"") && got.contains("bob@eu.example"), "{got}");
+    assert!(got.contains("to a real eu server"), "{got}");
+    // A recipient aiosmtpd refuses: DATA gets 451, nothing is delivered; the retry delivers
+    // the good recipient and the bad one gets the server's 550 at RCPT.
+    let out =
+        smtp_client(addr, "send('alice@x.example', ['carol@us.example', 'reject-x@us.example'], 'retry me')");
+    assert!(out.contains("DATA-ERROR 451"), "{out}");
+    let out =
+        smtp_client(addr, "send('alice@x.example', ['carol@us.example', 'reject-x@us.example'], 'retry me')");
+    assert!(out.contains("'reject-x@us.example': (550"), "{out}");
+    let got = us.next_message();
+    assert!(got.contains("carol@us.example") && !got.contains("reject-x"), "{got}");
+}
