@@ -4,7 +4,7 @@
 //! (`crates/mail`'s replays) and passes its answer on: a refused login is refused to the
 //! client, which may try again; an accepted one becomes a byte tunnel.
 
-use crate::dialogue::{converse, flush, next_bytes};
+use crate::dialogue::{converse, flush, next_bytes, Ctx, Dialogue, Ended as SessionEnd};
 use crate::io::write_all_parts;
 use crate::snapshot::{ListenerRt, Snapshot};
 use crate::stats::Counter;
@@ -179,28 +179,22 @@ pub async fn serve(worker: Rc<Worker>, client: TcpStream, peer: SocketAddr, list
     front.greeting(&mut out);
     let local = client.local_addr().unwrap_or(peer);
     let ctx = Ctx { worker: &worker, snap: &snap, listener, peer, local };
-    let SessionEnd::StartTls(tcp, front) = session(&ctx, client, front, out).await else { return };
-    let Some(acceptor) = acceptor else { return };
-    if let Some(tls) = crate::session::handshake(&worker, acceptor, tcp, peer).await {
-        // The front offers STARTTLS once: this session cannot ask again.
-        let _ = session(&ctx, tls, *front, Vec::new()).await;
+    crate::dialogue::serve::<LoginDialogue>(&ctx, acceptor, client, front, out).await;
+}
+
+/// The POP3 / IMAP dialogue.
+struct LoginDialogue;
+
+impl Dialogue for LoginDialogue {
+    type Front = Front;
+    async fn run<S: AsyncRead + AsyncWrite + Unpin>(
+        ctx: &Ctx<'_>,
+        client: S,
+        front: Front,
+        out: Vec<u8>,
+    ) -> SessionEnd<S, Front> {
+        session(ctx, client, front, out).await
     }
-}
-
-/// What a session needs besides its stream.
-struct Ctx<'a> {
-    worker: &'a Worker,
-    snap: &'a Snapshot,
-    listener: usize,
-    peer: SocketAddr,
-    local: SocketAddr,
-}
-
-/// How a dialogue ended: done, or the client asked for TLS (answered) and the caller must
-/// run the handshake and go on with the same front.
-enum SessionEnd<S> {
-    Done,
-    StartTls(S, Box<Front>),
 }
 
 /// The dialogue over `client` (plain, or TLS after STARTTLS) until it ends or tunnels.
@@ -209,7 +203,7 @@ async fn session<S: AsyncRead + AsyncWrite + Unpin>(
     mut client: S,
     mut front: Front,
     mut out: Vec<u8>,
-) -> SessionEnd<S> {
+) -> SessionEnd<S, Front> {
     let (worker, snap, peer, local) = (ctx.worker, ctx.snap, ctx.peer, ctx.local);
     let l = &snap.listeners[ctx.listener];
     let mut cbuf = worker.bufs.take();

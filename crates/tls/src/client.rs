@@ -2,7 +2,7 @@
 
 use crate::cursor::Cursor;
 use crate::ext::{self, Extension};
-use crate::record::{Assembler, Fed, CLIENT_HELLO, HS_HEADER};
+use crate::record::{HelloReader, CLIENT_HELLO, HS_HEADER};
 use crate::{sni, HelloError, Progress, TlsVersion};
 
 /// What the switch learns from a ClientHello: the fields the rules route on.
@@ -47,16 +47,13 @@ impl ClientHello {
 ///
 /// The reader never changes the caller's bytes and keeps none of them except a hello that
 /// arrives split, which it gathers once: the proxy forwards its own copy untouched.
-pub struct ClientHelloReader {
-    asm: Assembler,
-    verdict: Option<Progress<ClientHello>>,
-}
+pub struct ClientHelloReader(HelloReader<ClientHello>);
 
 impl ClientHelloReader {
     /// A reader that gives up with [`HelloError::TooLarge`] when the first `max_bytes`
     /// bytes of the stream hold no complete ClientHello.
     pub fn new(max_bytes: usize) -> Self {
-        ClientHelloReader { asm: Assembler::new(CLIENT_HELLO, max_bytes), verdict: None }
+        ClientHelloReader(HelloReader::new(CLIENT_HELLO, max_bytes, parse))
     }
 
     /// Looks at the next bytes of the stream (any split works, down to one byte a call).
@@ -64,23 +61,13 @@ impl ClientHelloReader {
     /// Once the answer is `Done` or `Malformed` the reader is finished: later calls return
     /// the same answer and look at nothing.
     pub fn push(&mut self, bytes: &[u8]) -> Progress<ClientHello> {
-        if let Some(verdict) = &self.verdict {
-            return verdict.clone();
-        }
-        let progress = match self.asm.feed(bytes) {
-            Ok(Fed::NeedMore) => return Progress::NeedMore,
-            Ok(Fed::InPush { start, end }) => parse(&bytes[start..end]).into(),
-            Ok(Fed::Gathered) => parse(self.asm.gathered()).into(),
-            Err(e) => Progress::Malformed(e),
-        };
-        self.verdict = Some(progress.clone());
-        progress
+        self.0.push(bytes)
     }
 
     /// Stream bytes looked at so far; once `Done`, the length of the records up to the end
     /// of the ClientHello (bytes after it in the same push are not looked at).
     pub fn consumed(&self) -> usize {
-        self.asm.consumed()
+        self.0.consumed()
     }
 }
 

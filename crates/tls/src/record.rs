@@ -243,3 +243,38 @@ fn sniff_http(first: &[u8]) -> Result<(), HelloError> {
     }
     Err(HelloError::NotTls(NotTls::Other(first[0])))
 }
+
+/// The incremental reader both hello readers are: records gathered by an [`Assembler`],
+/// the message parsed once whole, the verdict kept.
+pub(crate) struct HelloReader<H> {
+    asm: Assembler,
+    verdict: Option<crate::Progress<H>>,
+    parse: fn(&[u8]) -> Result<H, crate::HelloError>,
+}
+
+impl<H: Clone> HelloReader<H> {
+    /// A reader of handshake message `kind`, parsed by `parse` (header included).
+    pub(crate) fn new(kind: u8, max_bytes: usize, parse: fn(&[u8]) -> Result<H, crate::HelloError>) -> Self {
+        HelloReader { asm: Assembler::new(kind, max_bytes), verdict: None, parse }
+    }
+
+    /// See `ClientHelloReader::push`.
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> crate::Progress<H> {
+        if let Some(verdict) = &self.verdict {
+            return verdict.clone();
+        }
+        let progress = match self.asm.feed(bytes) {
+            Ok(Fed::NeedMore) => return crate::Progress::NeedMore,
+            Ok(Fed::InPush { start, end }) => (self.parse)(&bytes[start..end]).into(),
+            Ok(Fed::Gathered) => (self.parse)(self.asm.gathered()).into(),
+            Err(e) => crate::Progress::Malformed(e),
+        };
+        self.verdict = Some(progress.clone());
+        progress
+    }
+
+    /// Stream bytes looked at so far.
+    pub(crate) fn consumed(&self) -> usize {
+        self.asm.consumed()
+    }
+}

@@ -2,7 +2,7 @@
 
 use crate::cursor::Cursor;
 use crate::ext::{self, Extension};
-use crate::record::{Assembler, Fed, HS_HEADER, SERVER_HELLO};
+use crate::record::{HelloReader, HS_HEADER, SERVER_HELLO};
 use crate::{HelloError, Progress, TlsVersion};
 
 /// The random of a HelloRetryRequest: SHA-256 of "HelloRetryRequest" (RFC 8446 §4.1.3).
@@ -46,16 +46,13 @@ impl ServerHello {
 /// Like [`crate::ClientHelloReader`] it changes and keeps none of the caller's bytes
 /// (a split hello excepted), and stops at the end of the ServerHello: the certificate and
 /// whatever else follows in the same record are not looked at.
-pub struct ServerHelloReader {
-    asm: Assembler,
-    verdict: Option<Progress<ServerHello>>,
-}
+pub struct ServerHelloReader(HelloReader<ServerHello>);
 
 impl ServerHelloReader {
     /// A reader that gives up with [`HelloError::TooLarge`] when the first `max_bytes`
     /// bytes of the stream hold no complete ServerHello.
     pub fn new(max_bytes: usize) -> Self {
-        ServerHelloReader { asm: Assembler::new(SERVER_HELLO, max_bytes), verdict: None }
+        ServerHelloReader(HelloReader::new(SERVER_HELLO, max_bytes, parse))
     }
 
     /// Looks at the next bytes of the stream (any split works, down to one byte a call).
@@ -63,23 +60,13 @@ impl ServerHelloReader {
     /// Once the answer is `Done` or `Malformed` the reader is finished: later calls return
     /// the same answer and look at nothing.
     pub fn push(&mut self, bytes: &[u8]) -> Progress<ServerHello> {
-        if let Some(verdict) = &self.verdict {
-            return verdict.clone();
-        }
-        let progress = match self.asm.feed(bytes) {
-            Ok(Fed::NeedMore) => return Progress::NeedMore,
-            Ok(Fed::InPush { start, end }) => parse(&bytes[start..end]).into(),
-            Ok(Fed::Gathered) => parse(self.asm.gathered()).into(),
-            Err(e) => Progress::Malformed(e),
-        };
-        self.verdict = Some(progress.clone());
-        progress
+        self.0.push(bytes)
     }
 
     /// Stream bytes looked at so far; once `Done`, the length of the records up to the end
     /// of the ServerHello.
     pub fn consumed(&self) -> usize {
-        self.asm.consumed()
+        self.0.consumed()
     }
 }
 
