@@ -2,31 +2,13 @@
 //! and of a `[[listener]]` (`connection_persistence`, `preallocate`).
 
 use crate::diag::Sink;
-use crate::sections::home_of;
+use crate::keys::{home_of, CAP_CLASS_KEYS, PERSISTENCE_KEYS};
 use crate::walk::{Located, Table};
 use crate::{
     suggest, CapClass, ConnectionPersistence, HashKey, InsertCookie, Params, PersistMode, Persistence,
 };
 use std::time::Duration;
 
-pub(crate) const PERSISTENCE_KEYS: &[&str] = &[
-    "mode",
-    "cookie",
-    "indirect",
-    "nocache",
-    "httponly",
-    "secure",
-    "domain",
-    "max_idle",
-    "max_life",
-    "timeout",
-    "netmask",
-    "netmask_v6",
-    "header",
-    "param",
-    "table_size",
-];
-pub(crate) const CAP_CLASS_KEYS: &[&str] = &["name", "patterns"];
 const MODES: &[&str] = &["insert", "prefix", "learn", "rename", "source", "header", "url_param"];
 const HASH_KEYS: &[&str] = &["url", "path", "host", "srcip", "header:Name", "cookie:Name", "arg:name"];
 const CONNECTION_MODES: &[&str] = &["per_request", "close", "redirect"];

@@ -5,12 +5,11 @@
 //! kind. Whether a key matches its certificate is checked when the switch loads them.
 
 use crate::diag::Sink;
-use crate::sections::home_of;
+use crate::keys::{home_of, CERT_KEYS};
 use crate::walk::Table;
 use crate::{CertKey, Protocol};
 use std::path::Path;
 
-const CERT_KEYS: &[&str] = &["cert", "key"];
 const SHAPE: &str = "write tls = { cert = \"site.pem\", key = \"site.key\" } or tls = [ { cert, key }, … ]";
 
 /// The listener's certificates, if `tls` is present: HTTP listeners terminate TLS with them,

@@ -1,9 +1,35 @@
-//! Collecting diagnostics while a config is read, and rendering them with a caret.
+//! The diagnostics a config load reports: their types, their collection while the file is
+//! read, and their rendering with a caret.
 
-use crate::{Diagnostic, Diagnostics};
 use std::fmt;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// One problem found in a config file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// File the problem is in.
+    pub file: PathBuf,
+    /// 1-based line (0 when the file could not be read at all).
+    pub line: usize,
+    /// 1-based column, in characters (0 when the file could not be read at all).
+    pub col: usize,
+    /// Dotted key path, e.g. `group[0].servers[1].addr` (empty when not known).
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it, when there is a likely fix (e.g. "did you mean `scheduler`?").
+    pub hint: Option<String>,
+    /// The source line, for the caret display.
+    pub source_line: String,
+}
+
+/// All problems found in a config, in file order; `Display` prints each as
+/// `file:line:col: error: message`, the source line, a caret, and the hint, then the count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostics(pub Vec<Diagnostic>);
+
+impl std::error::Error for Diagnostics {}
 
 /// Where something was written: a byte range into the config text, when known.
 pub(crate) type Span = Option<Range<usize>>;

@@ -7,7 +7,7 @@
 use crate::balancing;
 use crate::diag::Sink;
 use crate::health;
-use crate::sections::{home_of, GROUP_KEYS, LISTENER_KEYS, SERVER_KEYS};
+use crate::keys::{home_of, GROUP_KEYS, LISTENER_KEYS, SERVER_KEYS};
 use crate::walk::{Located, Table};
 use crate::{
     addr, suggest, ConnectionPersistence, Group, HashKey, Listener, Params, Persistence, Protocol, Server,

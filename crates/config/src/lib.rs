@@ -5,12 +5,30 @@
 //! line and column (and the key path) and, where it can, suggests the fix; all errors in a
 //! file are reported at once. [`diff`] lists what changed between two configs, for reload.
 //!
-//! Layout: `model` (the validated types), `load` (TOML → drafts → validated), `walk` (typed
-//! reads of one TOML table, with spans), `sections` (`[global]`, `[limits]`, …), `entries`
-//! (`[[listener]]`, `[[group]]`), `balancing` (a group's scheduler keys and persistence, a
-//! listener's connection persistence), `health` (health checks, passive checks, drain, agent weights, `[admin]`, `[agents]`), `certs` (a listener's TLS certificates), `checks` (across entries: duplicates, references), `diag`
-//! (diagnostics and their rendering with a caret), `duration` ("500ms", "10s", "5m"),
-//! `addr` (IP:port), `suggest` ("did you mean"), `diff` (old vs new config), `edit` (the admin API's run-time edits).
+//! Layout, from the entry points down; each file imports only files listed below it, so
+//! there are no import loops:
+//!
+//! - `load`: TOML text → drafts → validated [`Config`], the walk of the whole file.
+//! - `checks`: checks across entries, once all are read (duplicate names and binds,
+//!   `default_group` references).
+//! - `entries`: `[[listener]]` and `[[group]]` with its servers, read into drafts that keep
+//!   the spans the cross-entry checks point at.
+//! - `sections`: the single tables `[global]`, `[access_log]`, `[limits]`, `[timeouts]`.
+//! - `endpoints`: `[admin]` and `[agents]` (a bind and a token each).
+//! - `balancing`: a group's scheduler keys and persistence, a listener's connection
+//!   persistence.
+//! - `health`: a group's health and passive checks, slow start, drain, weight source, and
+//!   a server's state.
+//! - `certs`: a listener's TLS certificates.
+//! - `walk`: typed reads of one TOML table, each problem reported at its span.
+//! - `keys`: the keys every table may hold, and where an unknown key belongs (a leaf).
+//! - `diag`: [`Diagnostic`], [`Diagnostics`], their collection while reading, and their
+//!   rendering with a caret.
+//! - `diff`: what changed between two configs, for reload; `edit`: the admin API's
+//!   run-time edits; both work on the validated types only.
+//! - `addr` (IP:port), `duration` ("500ms", "10s", "5m"), `suggest` ("did you mean"):
+//!   leaves.
+//! - `model`: the validated types (a leaf, with `balance`'s scheduler names).
 
 mod addr;
 mod balancing;
@@ -20,44 +38,21 @@ mod diag;
 mod diff;
 mod duration;
 pub mod edit;
+mod endpoints;
 mod entries;
 mod health;
+mod keys;
 mod load;
 mod model;
 mod sections;
 mod suggest;
 mod walk;
 
+pub use diag::{Diagnostic, Diagnostics};
 pub use diff::{diff, Change};
 pub use model::*;
 
 use std::path::Path;
-
-/// One problem found in a config file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Diagnostic {
-    /// File the problem is in.
-    pub file: std::path::PathBuf,
-    /// 1-based line (0 when the file could not be read at all).
-    pub line: usize,
-    /// 1-based column, in characters (0 when the file could not be read at all).
-    pub col: usize,
-    /// Dotted key path, e.g. `group[0].servers[1].addr` (empty when not known).
-    pub key: String,
-    /// What is wrong.
-    pub message: String,
-    /// How to fix it, when there is a likely fix (e.g. "did you mean `scheduler`?").
-    pub hint: Option<String>,
-    /// The source line, for the caret display.
-    pub source_line: String,
-}
-
-/// All problems found in a config, in file order; `Display` prints each as
-/// `file:line:col: error: message`, the source line, a caret, and the hint, then the count.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Diagnostics(pub Vec<Diagnostic>);
-
-impl std::error::Error for Diagnostics {}
 
 /// Reads and validates the config file at `path`. A file that cannot be read gives one
 /// diagnostic with `line` and `col` 0 (no position).

@@ -3,7 +3,8 @@
 
 use crate::diag::Sink;
 use crate::entries::{self, GroupDraft, ListenerDraft};
-use crate::sections::{self, home_of, TOP_KEYS};
+use crate::keys::{home_of, TOP_KEYS};
+use crate::sections;
 use crate::walk::Table;
 use crate::{checks, Config, Diagnostic, Diagnostics};
 use std::path::Path;
@@ -45,8 +46,8 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, Diagnostics> {
     let timeouts = sections::timeouts(&root, &mut sink);
     let listeners = listeners(&root, &mut sink, base);
     let groups = groups(&root, &mut sink);
-    let admin = crate::health::admin(&root, &mut sink, base);
-    let agents = crate::health::agents(&root, &mut sink, base);
+    let admin = crate::endpoints::admin(&root, &mut sink, base);
+    let agents = crate::endpoints::agents(&root, &mut sink, base);
     checks::run(&listeners, &groups, &mut sink);
     let config = Config {
         source: path.to_path_buf(),

@@ -3,94 +3,11 @@
 //! `docs/config.md`).
 
 use crate::diag::Sink;
+use crate::keys::{home_of, ACCESS_LOG_KEYS, GLOBAL_KEYS, LIMITS_KEYS, TIMEOUTS_KEYS};
 use crate::walk::Table;
 use crate::{AccessLog, Global, Limits, LogFormat, Timeouts};
 use std::path::Path;
 use std::time::Duration;
-
-pub(crate) const TOP_KEYS: &[&str] =
-    &["global", "access_log", "limits", "timeouts", "listener", "group", "admin", "agents"];
-const GLOBAL_KEYS: &[&str] = &["workers", "grace_period"];
-const ACCESS_LOG_KEYS: &[&str] = &["enabled", "format", "path"];
-const LIMITS_KEYS: &[&str] = &[
-    "max_client_connections",
-    "max_head_bytes",
-    "max_headers",
-    "max_body_bytes",
-    "max_queue",
-    "retries",
-    "pool_idle_per_server",
-    "buffer_bytes",
-    "rule_body_bytes",
-];
-const TIMEOUTS_KEYS: &[&str] = &[
-    "client_head",
-    "client_idle",
-    "client_io",
-    "server_connect",
-    "server_response",
-    "queue",
-    "tunnel_idle",
-    "pool_idle",
-    "sticky_ip",
-    "tls_session",
-];
-pub(crate) const LISTENER_KEYS: &[&str] = &[
-    "name",
-    "bind",
-    "protocol",
-    "default_group",
-    "rules",
-    "x_forwarded_for",
-    "x_forwarded_proto",
-    "xml_form_field",
-    "connection_persistence",
-    "preallocate",
-    "tls",
-    "hostname",
-    "deny_text",
-    "xclient",
-];
-pub(crate) const GROUP_KEYS: &[&str] = &[
-    "name",
-    "scheduler",
-    "servers",
-    "hash_key",
-    "virtual_nodes",
-    "hash_balance_factor",
-    "lard_low",
-    "lard_high",
-    "cap_classes",
-    "sieve_extra_functions",
-    "persistence",
-    "health",
-    "passive",
-    "slow_start",
-    "drain_timeout",
-    "weights",
-];
-pub(crate) const SERVER_KEYS: &[&str] = &["name", "addr", "weight", "maxconn", "cookie", "state"];
-
-/// For an unknown key: the section where a key of that name lives, if any.
-pub(crate) fn home_of(key: &str) -> Option<String> {
-    use crate::health::{ADMIN_KEYS, AGENTS_KEYS, HEALTH_KEYS, PASSIVE_KEYS};
-    let homes: [(&str, &[&str]); 12] = [
-        ("[global]", GLOBAL_KEYS),
-        ("[access_log]", ACCESS_LOG_KEYS),
-        ("[limits]", LIMITS_KEYS),
-        ("[timeouts]", TIMEOUTS_KEYS),
-        ("[[listener]]", LISTENER_KEYS),
-        ("[[group]]", GROUP_KEYS),
-        ("a server of a [[group]]", SERVER_KEYS),
-        ("a group's persistence", crate::balancing::PERSISTENCE_KEYS),
-        ("a group's health", HEALTH_KEYS),
-        ("a group's passive", PASSIVE_KEYS),
-        ("[admin]", ADMIN_KEYS),
-        ("[agents]", AGENTS_KEYS),
-    ];
-    let (home, _) = homes.iter().find(|(_, keys)| keys.contains(&key))?;
-    Some(format!("`{key}` belongs in {home}"))
-}
 
 const MIB: i64 = 1024 * 1024;
 
