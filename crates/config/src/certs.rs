@@ -2,24 +2,40 @@
 //! one table, `tls = { cert = "site.pem", key = "site.key" }`, or an array of them for
 //! several sites (`tls = [ { cert, key }, … ]`, chosen by the client's SNI). Paths are
 //! relative to the config file; each file must be readable and hold PEM of the right
-//! kind. Whether a key matches its certificate is checked when the switch loads them.
+//! kind. Whether a key matches its certificate is checked when the switch loads them, and by
+//! `cswitch check` (the pairs' places go to `refs`).
 
 use crate::diag::Sink;
 use crate::keys::{home_of, CERT_KEYS};
-use crate::walk::Table;
+use crate::walk::{Located, Table};
 use crate::{CertKey, Protocol};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const SHAPE: &str = "write tls = { cert = \"site.pem\", key = \"site.key\" } or tls = [ { cert, key }, … ]";
 
+/// A listener's `tls` as read: the pairs whose files are good, and whether all were.
+pub(crate) struct TlsDraft {
+    pub(crate) pairs: Vec<PairDraft>,
+    complete: bool,
+}
+
+/// One `{ cert, key }` whose files are readable PEM of the right kind, with their places.
+pub(crate) struct PairDraft {
+    pub(crate) cert: Located<PathBuf>,
+    pub(crate) key: Located<PathBuf>,
+}
+
+impl TlsDraft {
+    /// The certificates, when every pair was good (otherwise an error was reported).
+    pub(crate) fn build(self) -> Option<Vec<CertKey>> {
+        let pairs = self.pairs.into_iter().map(|p| CertKey { cert: p.cert.value, key: p.key.value });
+        self.complete.then(|| pairs.collect())
+    }
+}
+
 /// The listener's certificates, if `tls` is present: HTTP listeners terminate TLS with them,
 /// SMTP / POP3 / IMAP listeners offer STARTTLS / STLS with them.
-pub(crate) fn listener_tls(
-    t: &Table,
-    sink: &mut Sink,
-    base: &Path,
-    protocol: Protocol,
-) -> Option<Vec<CertKey>> {
+pub(crate) fn listener_tls(t: &Table, sink: &mut Sink, base: &Path, protocol: Protocol) -> Option<TlsDraft> {
     if !t.has("tls") || protocol == Protocol::Tls {
         return None;
     }
@@ -27,20 +43,21 @@ pub(crate) fn listener_tls(
         Some(one) => vec![one],
         None => t.entries(sink, "tls", SHAPE),
     };
-    let pairs: Vec<CertKey> = tables.iter().filter_map(|c| pair(c, sink, base)).collect();
+    let pairs: Vec<PairDraft> = tables.iter().filter_map(|c| pair(c, sink, base)).collect();
     if tables.is_empty() {
         let message = "`tls` names no certificate".to_string();
         sink.error(&t.value_span("tls"), &t.key_path("tls"), message, Some(SHAPE.into()));
     }
-    (pairs.len() == tables.len() && !pairs.is_empty()).then_some(pairs)
+    let complete = pairs.len() == tables.len() && !pairs.is_empty();
+    Some(TlsDraft { pairs, complete })
 }
 
-fn pair(c: &Table, sink: &mut Sink, base: &Path) -> Option<CertKey> {
+fn pair(c: &Table, sink: &mut Sink, base: &Path) -> Option<PairDraft> {
     c.reject_unknown(sink, CERT_KEYS, home_of);
     let cert = pem_file(c, sink, base, "cert", "\"site.pem\"", &["CERTIFICATE"]);
     let key =
         pem_file(c, sink, base, "key", "\"site.key\"", &["PRIVATE KEY", "RSA PRIVATE KEY", "EC PRIVATE KEY"]);
-    Some(CertKey { cert: cert?, key: key? })
+    Some(PairDraft { cert: cert?, key: key? })
 }
 
 /// A readable file holding a PEM block of one of `kinds` (`-----BEGIN <kind>-----`).
@@ -51,7 +68,7 @@ fn pem_file(
     key: &str,
     example: &str,
     kinds: &[&str],
-) -> Option<std::path::PathBuf> {
+) -> Option<Located<PathBuf>> {
     let name = c.required_string(sink, key, example)?;
     let path = base.join(name.value);
     let text = match std::fs::read_to_string(&path) {
@@ -73,5 +90,5 @@ fn pem_file(
         sink.error(&name.span, &name.key, message, hint);
         return None;
     }
-    Some(path)
+    Some(Located { value: path, span: name.span, key: name.key })
 }

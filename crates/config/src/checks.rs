@@ -1,13 +1,20 @@
 //! Checks across entries, run once every listener and group is read: unique names, unique
-//! bind addresses, and `default_group` naming a group that exists.
+//! bind addresses (the admin listener's included), and `default_group` naming a group that
+//! exists.
 
 use crate::diag::Sink;
 use crate::entries::{GroupDraft, ListenerDraft};
 use crate::suggest;
 use crate::walk::Located;
+use crate::Admin;
 use std::net::SocketAddr;
 
-pub(crate) fn run(listeners: &[ListenerDraft], groups: &[GroupDraft], sink: &mut Sink) {
+pub(crate) fn run(
+    listeners: &[ListenerDraft],
+    groups: &[GroupDraft],
+    admin: Option<&Located<Admin>>,
+    sink: &mut Sink,
+) {
     unique(sink, "listener", "", listeners.iter().filter_map(|l| l.name.as_ref()));
     unique(sink, "group", "", groups.iter().filter_map(|g| g.name.as_ref()));
     for group in groups {
@@ -20,6 +27,9 @@ pub(crate) fn run(listeners: &[ListenerDraft], groups: &[GroupDraft], sink: &mut
         unique(sink, "server cookie token", &within, group.servers.iter().filter_map(|s| s.cookie.as_ref()));
     }
     binds(sink, listeners);
+    if let Some(admin) = admin {
+        admin_bind(sink, listeners, admin);
+    }
     references(sink, listeners, groups);
 }
 
@@ -56,6 +66,26 @@ fn binds(sink: &mut Sink, listeners: &[ListenerDraft]) {
         let hint = Some(format!("{} is already bound on line {line}; use another port", first.value));
         sink.error(&bind.span, &bind.key, message, hint);
     }
+}
+
+/// The admin listener is bound without SO_REUSEPORT, so an address a listener holds (or
+/// overlaps through a wildcard) makes `cswitch run` fail with "address in use" at start.
+/// (`[agents]` receives on UDP, so it cannot collide with the TCP listeners.)
+fn admin_bind(sink: &mut Sink, listeners: &[ListenerDraft], admin: &Located<Admin>) {
+    let wanted = admin.value.bind;
+    let mut binds = listeners.iter().filter_map(|l| l.bind.as_ref());
+    let Some(taken) = binds.find(|b| overlaps(b.value, wanted)) else {
+        return;
+    };
+    let line = sink.line_of(&taken.span);
+    let message = if taken.value == wanted {
+        format!("[admin] bind address {wanted} is a listener's address too")
+    } else {
+        format!("[admin] bind address {wanted} overlaps the listener address {}", taken.value)
+    };
+    let hint =
+        Some(format!("{} is bound by a listener on line {line}; give [admin] its own port", taken.value));
+    sink.error(&admin.span, &admin.key, message, hint);
 }
 
 fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {

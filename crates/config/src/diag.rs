@@ -31,6 +31,36 @@ pub struct Diagnostics(pub Vec<Diagnostic>);
 
 impl std::error::Error for Diagnostics {}
 
+/// Where a value is written in a config file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Place {
+    /// The config file.
+    pub file: PathBuf,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column, in characters.
+    pub col: usize,
+    /// Dotted key path, e.g. `listener[0].tls.key`.
+    pub key: String,
+    /// The source line, for the caret display.
+    pub source_line: String,
+}
+
+impl Place {
+    /// A diagnostic pointing here, rendered like every other config diagnostic.
+    pub fn error(&self, message: impl Into<String>, hint: Option<String>) -> Diagnostic {
+        Diagnostic {
+            file: self.file.clone(),
+            line: self.line,
+            col: self.col,
+            key: self.key.clone(),
+            message: message.into(),
+            hint,
+            source_line: self.source_line.clone(),
+        }
+    }
+}
+
 /// Where something was written: a byte range into the config text, when known.
 pub(crate) type Span = Option<Range<usize>>;
 
@@ -49,17 +79,15 @@ impl<'a> Sink<'a> {
 
     /// Records a problem at `span` (start of the file when unknown).
     pub(crate) fn error(&mut self, span: &Span, key: &str, message: impl Into<String>, hint: Option<String>) {
+        let diagnostic = self.place(span, key).error(message, hint);
+        self.diags.push(diagnostic);
+    }
+
+    /// Where `span` is (start of the file when unknown), for a report made later, outside.
+    pub(crate) fn place(&self, span: &Span, key: &str) -> Place {
         let offset = span.as_ref().map_or(0, |s| s.start);
         let (line, col, source_line) = locate(self.text, offset);
-        self.diags.push(Diagnostic {
-            file: self.file.to_path_buf(),
-            line,
-            col,
-            key: key.to_string(),
-            message: message.into(),
-            hint,
-            source_line,
-        });
+        Place { file: self.file.to_path_buf(), line, col, key: key.to_string(), source_line }
     }
 
     /// 1-based line of `span`, to point from one report to an earlier definition.

@@ -10,13 +10,14 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-/// `[admin]`.
-pub(crate) fn admin(root: &Table, sink: &mut Sink, base: &Path) -> Option<Admin> {
+/// `[admin]`, located at its `bind` (which the checks across sections compare with the
+/// listeners' binds).
+pub(crate) fn admin(root: &Table, sink: &mut Sink, base: &Path) -> Option<Located<Admin>> {
     let t = root.section(sink, "admin")?;
     t.reject_unknown(sink, ADMIN_KEYS, home_of);
     let bind = bind(&t, sink, "\"127.0.0.1:9900\"")?;
     let token = token(&t, sink, base, &bind, "the admin API")?;
-    Some(Admin { bind: bind.value, token })
+    Some(Located { value: Admin { bind: bind.value, token }, span: bind.span, key: bind.key })
 }
 
 /// `[agents]`.

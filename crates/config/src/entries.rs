@@ -23,13 +23,13 @@ pub(crate) struct ListenerDraft {
     pub(crate) bind: Option<Located<SocketAddr>>,
     pub(crate) default_group: Option<Located<String>>,
     protocol: Protocol,
-    rules: Option<PathBuf>,
+    pub(crate) rules: Option<Located<PathBuf>>,
     x_forwarded_for: bool,
     x_forwarded_proto: bool,
-    xml_form_field: Option<String>,
+    pub(crate) xml_form_field: Option<String>,
     connection_persistence: ConnectionPersistence,
     preallocate: bool,
-    tls: Option<Vec<crate::CertKey>>,
+    pub(crate) tls: Option<crate::certs::TlsDraft>,
     mail: crate::MailOptions,
 }
 
@@ -41,13 +41,13 @@ impl ListenerDraft {
             bind: self.bind?.value,
             protocol: self.protocol,
             default_group: self.default_group?.value,
-            rules: self.rules,
+            rules: self.rules.map(|r| r.value),
             x_forwarded_for: self.x_forwarded_for,
             x_forwarded_proto: self.x_forwarded_proto,
             xml_form_field: self.xml_form_field,
             connection_persistence: self.connection_persistence,
             preallocate: self.preallocate,
-            tls: self.tls,
+            tls: self.tls.and_then(crate::certs::TlsDraft::build),
             mail: self.mail,
         })
     }
@@ -215,15 +215,16 @@ fn http_only_keys(t: &Table, sink: &mut Sink, protocol: Protocol) {
 }
 
 /// The rule file, resolved against the config file's directory; whether it exists is the
-/// rules engine's check, made when it compiles the file.
-fn rules(t: &Table, sink: &mut Sink, base: &Path) -> Option<PathBuf> {
+/// rules engine's check, made when it compiles the file (`cswitch check` reports it here,
+/// through `refs`).
+fn rules(t: &Table, sink: &mut Sink, base: &Path) -> Option<Located<PathBuf>> {
     let rules = t.string(sink, "rules")?;
     if rules.value.is_empty() {
         let hint = Some("name a rule file, or remove `rules` to send everything to default_group".into());
         sink.error(&rules.span, &rules.key, "`rules` is empty", hint);
         return None;
     }
-    Some(base.join(rules.value))
+    Some(Located { value: base.join(rules.value), span: rules.span, key: rules.key })
 }
 
 pub(crate) fn group(t: &Table, sink: &mut Sink) -> GroupDraft {

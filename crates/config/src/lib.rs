@@ -9,8 +9,10 @@
 //! there are no import loops:
 //!
 //! - `load`: TOML text → drafts → validated [`Config`], the walk of the whole file.
-//! - `checks`: checks across entries, once all are read (duplicate names and binds,
-//!   `default_group` references).
+//! - `refs`: what the file names outside itself (rule files, certificates, the access
+//!   log), each with its [`Place`], collected from the drafts even when there are errors.
+//! - `checks`: checks across entries, once all are read (duplicate names and binds, the
+//!   admin listener's bind against the listeners', `default_group` references).
 //! - `entries`: `[[listener]]` and `[[group]]` with its servers, read into drafts that keep
 //!   the spans the cross-entry checks point at.
 //! - `sections`: the single tables `[global]`, `[access_log]`, `[limits]`, `[timeouts]`.
@@ -22,8 +24,8 @@
 //! - `certs`: a listener's TLS certificates.
 //! - `walk`: typed reads of one TOML table, each problem reported at its span.
 //! - `keys`: the keys every table may hold, and where an unknown key belongs (a leaf).
-//! - `diag`: [`Diagnostic`], [`Diagnostics`], their collection while reading, and their
-//!   rendering with a caret.
+//! - `diag`: [`Diagnostic`], [`Diagnostics`], [`Place`], their collection while reading,
+//!   and their rendering with a caret.
 //! - `diff`: what changed between two configs, for reload; `edit`: the admin API's
 //!   run-time edits; both work on the validated types only.
 //! - `addr` (IP:port), `duration` ("500ms", "10s", "5m"), `suggest` ("did you mean"):
@@ -44,24 +46,38 @@ mod health;
 mod keys;
 mod load;
 mod model;
+mod refs;
 mod sections;
 mod suggest;
 mod walk;
 
-pub use diag::{Diagnostic, Diagnostics};
+pub use diag::{Diagnostic, Diagnostics, Place};
 pub use diff::{diff, Change};
 pub use model::*;
+pub use refs::{FileRef, Inspection, Refs, RulesRef, TlsRef};
 
 use std::path::Path;
 
 /// Reads and validates the config file at `path`. A file that cannot be read gives one
 /// diagnostic with `line` and `col` 0 (no position).
 pub fn load(path: &Path) -> Result<Config, Diagnostics> {
-    load::load(path)
+    load::inspect(path).config
 }
 
 /// Validates config text; `path` is used in diagnostics and to resolve relative paths
 /// (e.g. a listener's `rules`).
 pub fn parse(text: &str, path: &Path) -> Result<Config, Diagnostics> {
-    load::parse(text, path)
+    load::inspect_text(text, path).config
+}
+
+/// [`load`], and what the file names outside itself (rule files, certificates, the access
+/// log) with the place naming each, read even when the config has errors: what `cswitch
+/// check` opens to report, in one run, everything `cswitch run` would refuse.
+pub fn inspect(path: &Path) -> Inspection {
+    load::inspect(path)
+}
+
+/// [`parse`], with the references as [`inspect`] gives them.
+pub fn inspect_text(text: &str, path: &Path) -> Inspection {
+    load::inspect_text(text, path)
 }

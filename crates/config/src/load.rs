@@ -1,31 +1,35 @@
 //! TOML text → validated [`Config`]: parse with spans, read every section, check across
-//! entries, and return the config only when nothing was reported.
+//! entries, and return the config only when nothing was reported — with, in every case, what
+//! the file names outside itself ([`Refs`]).
 
 use crate::diag::Sink;
 use crate::entries::{self, GroupDraft, ListenerDraft};
 use crate::keys::{home_of, TOP_KEYS};
-use crate::sections;
+use crate::refs::{self, Inspection, Refs};
 use crate::walk::Table;
-use crate::{checks, Config, Diagnostic, Diagnostics};
+use crate::{checks, endpoints, sections, Config, Diagnostic, Diagnostics};
 use std::path::Path;
 use toml_edit::ImDocument;
 
-pub(crate) fn load(path: &Path) -> Result<Config, Diagnostics> {
+pub(crate) fn inspect(path: &Path) -> Inspection {
     match std::fs::read_to_string(path) {
-        Ok(text) => parse(&text, path),
-        Err(e) => Err(Diagnostics(vec![Diagnostic {
-            file: path.to_path_buf(),
-            line: 0,
-            col: 0,
-            key: String::new(),
-            message: format!("cannot read config file: {e}"),
-            hint: None,
-            source_line: String::new(),
-        }])),
+        Ok(text) => inspect_text(&text, path),
+        Err(e) => {
+            let unreadable = Diagnostic {
+                file: path.to_path_buf(),
+                line: 0,
+                col: 0,
+                key: String::new(),
+                message: format!("cannot read config file: {e}"),
+                hint: None,
+                source_line: String::new(),
+            };
+            Inspection { config: Err(Diagnostics(vec![unreadable])), refs: Refs::default() }
+        }
     }
 }
 
-pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, Diagnostics> {
+pub(crate) fn inspect_text(text: &str, path: &Path) -> Inspection {
     let mut sink = Sink::new(path, text);
     let doc = match ImDocument::parse(text) {
         Ok(doc) => doc,
@@ -33,22 +37,28 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, Diagnostics> {
             // A syntax error leaves no document to walk, so it is the only report.
             let message = e.message().trim_end().replace('\n', "; ");
             sink.error(&e.span(), "", format!("TOML syntax: {message}"), None);
-            return Err(sink.into_diagnostics());
+            return Inspection { config: Err(sink.into_diagnostics()), refs: Refs::default() };
         }
     };
-    let root = Table::root(doc.as_table());
-    root.reject_unknown(&mut sink, TOP_KEYS, home_of);
+    let (config, refs) = walk(&Table::root(doc.as_table()), &mut sink, path);
+    Inspection { config: sink.finish(config), refs }
+}
+
+/// Reads every section; the config is valid only if `sink` got no report meanwhile.
+fn walk(root: &Table, sink: &mut Sink, path: &Path) -> (Config, Refs) {
+    root.reject_unknown(sink, TOP_KEYS, home_of);
     // Relative paths in the file mean "next to this file", wherever the process runs from.
     let base = path.parent().unwrap_or(Path::new(""));
-    let global = sections::global(&root, &mut sink);
-    let access_log = sections::access_log(&root, &mut sink, base);
-    let limits = sections::limits(&root, &mut sink);
-    let timeouts = sections::timeouts(&root, &mut sink);
-    let listeners = listeners(&root, &mut sink, base);
-    let groups = groups(&root, &mut sink);
-    let admin = crate::endpoints::admin(&root, &mut sink, base);
-    let agents = crate::endpoints::agents(&root, &mut sink, base);
-    checks::run(&listeners, &groups, &mut sink);
+    let global = sections::global(root, sink);
+    let (access_log, access_log_path) = sections::access_log(root, sink, base);
+    let limits = sections::limits(root, sink);
+    let timeouts = sections::timeouts(root, sink);
+    let listeners = listeners(root, sink, base);
+    let groups = groups(root, sink);
+    let admin = endpoints::admin(root, sink, base);
+    let agents = endpoints::agents(root, sink, base);
+    checks::run(&listeners, &groups, admin.as_ref(), sink);
+    let refs = refs::collect(sink, &listeners, &groups, access_log_path.as_ref());
     let config = Config {
         source: path.to_path_buf(),
         global,
@@ -57,10 +67,10 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Config, Diagnostics> {
         timeouts,
         listeners: listeners.into_iter().filter_map(ListenerDraft::build).collect(),
         groups: groups.into_iter().filter_map(GroupDraft::build).collect(),
-        admin,
+        admin: admin.map(|a| a.value),
         agents,
     };
-    sink.finish(config)
+    (config, refs)
 }
 
 fn listeners(root: &Table, sink: &mut Sink, base: &Path) -> Vec<ListenerDraft> {

@@ -4,9 +4,9 @@
 
 use crate::diag::Sink;
 use crate::keys::{home_of, ACCESS_LOG_KEYS, GLOBAL_KEYS, LIMITS_KEYS, TIMEOUTS_KEYS};
-use crate::walk::Table;
+use crate::walk::{Located, Table};
 use crate::{AccessLog, Global, Limits, LogFormat, Timeouts};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 const MIB: i64 = 1024 * 1024;
@@ -23,11 +23,17 @@ pub(crate) fn global(root: &Table, sink: &mut Sink) -> Global {
     }
 }
 
-pub(crate) fn access_log(root: &Table, sink: &mut Sink, base: &Path) -> AccessLog {
+/// `[access_log]`, and where its `path` is written (for `cswitch check`'s report on the file).
+pub(crate) fn access_log(
+    root: &Table,
+    sink: &mut Sink,
+    base: &Path,
+) -> (AccessLog, Option<Located<PathBuf>>) {
     let mut log = AccessLog { enabled: true, format: LogFormat::Text, path: None };
     let Some(t) = root.section(sink, "access_log") else {
-        return log;
+        return (log, None);
     };
+    let mut at = None;
     t.reject_unknown(sink, ACCESS_LOG_KEYS, home_of);
     log.enabled = t.bool_or(sink, "enabled", true);
     if let Some(format) = t.string(sink, "format") {
@@ -47,9 +53,10 @@ pub(crate) fn access_log(root: &Table, sink: &mut Sink, base: &Path) -> AccessLo
             sink.error(&path.span, &path.key, "`path` is empty", hint);
         } else {
             log.path = Some(base.join(path.value));
+            at = Some(Located { value: base.join(path.value), span: path.span, key: path.key });
         }
     }
-    log
+    (log, at)
 }
 
 pub(crate) fn limits(root: &Table, sink: &mut Sink) -> Limits {

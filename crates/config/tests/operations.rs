@@ -218,3 +218,20 @@ fn operational_keys_are_documented() {
         assert!(docs.contains(&format!("`{key}`")), "docs/config.md lacks `{key}`");
     }
 }
+
+#[test]
+fn admin_cannot_share_a_listeners_address() {
+    // The listener binds 127.0.0.1:8080 on line 3; `[admin]` starts on line 5.
+    let d = one(&format!("[admin]\nbind = \"127.0.0.1:8080\"\n{GROUP}"));
+    assert_eq!((d.line, d.col, d.key.as_str()), (6, 8, "admin.bind"));
+    assert_eq!(d.message, "[admin] bind address 127.0.0.1:8080 is a listener's address too");
+    assert_eq!(
+        d.hint.as_deref(),
+        Some("127.0.0.1:8080 is bound by a listener on line 3; give [admin] its own port")
+    );
+    let wildcard = format!("[admin]\nbind = \"0.0.0.0:8080\"\ntoken = \"0123456789abcdef\"\n{GROUP}");
+    let d = one(&wildcard);
+    assert_eq!(d.message, "[admin] bind address 0.0.0.0:8080 overlaps the listener address 127.0.0.1:8080");
+    // Another port, or UDP `[agents]` on the same address, is fine.
+    config(&format!("[admin]\nbind = \"127.0.0.1:8081\"\n[agents]\nbind = \"127.0.0.1:8080\"\n{GROUP}"));
+}
