@@ -8,17 +8,16 @@
 //!
 //! Layout: `capacity.rs` (the function g), `measure.rs` (load metrics: pure parsers of
 //! `/proc` text and the [`Meter`] that reads them), `wire.rs` (the report datagram and
-//! the token check), `run.rs` (the reporting thread), `cli.rs` (the subcommand's
-//! arguments and [`run_blocking`]).
+//! the token check, which the switch's receiver uses too), `run.rs` (the reporting thread:
+//! [`spawn`] with an [`AgentConfig`]). The command line (`cswitch agent`, clap) lives in
+//! the binary, `crates/cswitch/src/agent_cli.rs`; this crate needs no argument parser.
 
 pub mod capacity;
-pub mod cli;
 pub mod measure;
 pub mod run;
 pub mod wire;
 
 pub use capacity::CapacityFn;
-pub use cli::{run_blocking, AgentArgs};
 pub use measure::{Meter, Metric};
 pub use run::{spawn, AgentConfig, AgentHandle};
 pub use wire::{token_matches, Report, WireError};

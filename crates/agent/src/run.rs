@@ -12,8 +12,7 @@ use crate::capacity::CapacityFn;
 use crate::measure::{Meter, Metric};
 use crate::wire::{Report, MAX_DATAGRAM};
 
-/// Everything an agent needs; [`crate::AgentArgs::into_config`] builds it from the
-/// command line.
+/// Everything an agent needs; `cswitch agent` builds it from its command line.
 #[derive(Clone, Debug)]
 pub struct AgentConfig {
     /// The address the switches know this server by; sent in every report.

@@ -16,6 +16,10 @@ use subtle::ConstantTimeEq;
 /// First word of every report: the format's name and version.
 pub const PREFIX: &str = "cswitch-agent/1";
 
+/// Longest token an agent sends: long enough for any sensible secret, short enough that a
+/// report stays far below [`MAX_DATAGRAM`]. (The switches' tokens are 16 to 128 characters.)
+pub const MAX_TOKEN_LEN: usize = 128;
+
 /// Longest datagram a receiver accepts. Reports are ~100 bytes; the limit keeps a
 /// receiver's buffer small and a report well inside one unfragmented packet.
 pub const MAX_DATAGRAM: usize = 512;

@@ -5,6 +5,7 @@
 //! admin listener.
 //! It is the only crate that uses `anyhow`.
 
+mod agent_cli;
 mod ctl;
 mod demo;
 mod explain;
@@ -61,7 +62,7 @@ enum Command {
     Simulate(simulate::Args),
     /// Run on a server host: measure load every second, turn it into a capacity
     /// (g(x) = C·e^(−k·x)) and report it to the switches (their `[agents]` socket).
-    Agent(agent::AgentArgs),
+    Agent(agent_cli::Args),
     /// Talk to a running switch's admin API: status, servers, drain, ready, maint, weight,
     /// add, remove, reload, explain (`docs/admin.md`).
     Ctl(ctl::Args),
@@ -78,7 +79,7 @@ fn main() -> ExitCode {
             explain::run(&config, &request, src, listener.as_deref())
         }
         Command::Simulate(args) => simulate::run(&args),
-        Command::Agent(args) => agent::run_blocking(args).map_err(anyhow::Error::msg),
+        Command::Agent(args) => agent_cli::run_blocking(args).map_err(anyhow::Error::msg),
         Command::Ctl(args) => ctl::run(args),
     };
     match result {

@@ -1,20 +1,18 @@
-//! `cswitch agent`: its arguments, their checks, and the blocking entry point.
+//! `cswitch agent`: its arguments (clap), their checks, and the blocking entry point. The
+//! agent itself — measuring, the capacity function, the reports and the reporting thread —
+//! is the `agent` library crate; this is only its command line.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::capacity::{CapacityFn, DEFAULT_X_MAX};
-use crate::measure::Metric;
-use crate::run::{spawn, AgentConfig};
-
-/// Longest token accepted: long enough for any sensible secret, short enough that a
-/// report stays far below the datagram limit.
-pub const MAX_TOKEN_LEN: usize = 128;
+use agent::capacity::DEFAULT_X_MAX;
+use agent::wire::MAX_TOKEN_LEN;
+use agent::{spawn, AgentConfig, CapacityFn, Metric};
 
 /// Arguments of `cswitch agent`: report this host's capacity to the switches.
 #[derive(clap::Args, Clone, Debug)]
-pub struct AgentArgs {
+pub struct Args {
     /// The address the switches know this server by (its `addr` in their config).
     #[arg(long, value_name = "ADDR")]
     pub server: SocketAddr,
@@ -60,7 +58,7 @@ pub struct AgentArgs {
     pub count: Option<u64>,
 }
 
-impl AgentArgs {
+impl Args {
     /// Checks the arguments and builds the agent's configuration.
     pub fn into_config(self) -> Result<AgentConfig, String> {
         check_switches(&self.switches)?;
@@ -150,9 +148,9 @@ pub fn parse_interval(text: &str) -> Result<Duration, String> {
     Ok(duration)
 }
 
-/// Runs the agent until it ends by itself (after `--count` rounds), or forever. The
-/// binary's `main` calls this; it sets up logging first.
-pub fn run_blocking(args: AgentArgs) -> Result<(), String> {
+/// Runs the agent until it ends by itself (after `--count` rounds), or forever. `main`
+/// calls this after setting up logging.
+pub fn run_blocking(args: Args) -> Result<(), String> {
     let cfg = args.into_config()?;
     let bounded = cfg.count.is_some();
     let handle = spawn(cfg).map_err(|e| format!("cannot start the agent: {e}"))?;
@@ -172,10 +170,10 @@ mod tests {
     #[derive(Parser)]
     struct Cli {
         #[command(flatten)]
-        args: AgentArgs,
+        args: Args,
     }
 
-    fn args(argv: &str) -> Result<AgentArgs, String> {
+    fn args(argv: &str) -> Result<Args, String> {
         let argv = std::iter::once("agent").chain(argv.split_whitespace());
         Cli::try_parse_from(argv).map(|c| c.args).map_err(|e| e.to_string())
     }
