@@ -6,6 +6,7 @@
 //! It is the only crate that uses `anyhow`.
 
 mod agent_cli;
+mod check;
 mod ctl;
 mod demo;
 mod explain;
@@ -33,7 +34,9 @@ enum Command {
         #[arg(short, long)]
         config: PathBuf,
     },
-    /// Validate a config file; print every error with file:line:col; exit 1 on error.
+    /// Check a config file and what it names (rule files, TLS certificates and keys, the
+    /// access log): every error `run` would refuse, with file:line:col, in one report; exit 1
+    /// on error.
     Check {
         /// Config file (TOML).
         #[arg(short, long)]
@@ -73,7 +76,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run { config } => run(&config),
-        Command::Check { config } => return check(&config),
+        Command::Check { config } => return check::run(&config),
         Command::Demo => demo::run(),
         Command::Explain { config, request, src, listener } => {
             explain::run(&config, &request, src, listener.as_deref())
@@ -104,28 +107,6 @@ fn init_tracing() {
         .with_ansi(ansi)
         .log_internal_errors(false)
         .init();
-}
-
-fn check(path: &Path) -> ExitCode {
-    match config::load(path) {
-        Ok(cfg) => {
-            if let Err(errors) = proxy::compile_rules(&cfg) {
-                eprint!("{errors}");
-                return ExitCode::FAILURE;
-            }
-            println!(
-                "{}: ok ({} listener(s), {} group(s))",
-                path.display(),
-                cfg.listeners.len(),
-                cfg.groups.len()
-            );
-            ExitCode::SUCCESS
-        }
-        Err(diags) => {
-            eprint!("{diags}");
-            ExitCode::FAILURE
-        }
-    }
 }
 
 fn run(path: &Path) -> anyhow::Result<()> {
