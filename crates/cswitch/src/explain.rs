@@ -12,8 +12,7 @@ pub fn run(config: &Path, request: &Path, src: SocketAddr, listener: Option<&str
     let cfg = config::load(config).map_err(|d| anyhow::anyhow!("invalid config:\n{d}"))?;
     let compiled = proxy::compile_rules(&cfg).map_err(|e| anyhow::anyhow!("invalid rules:\n{e}"))?;
     let raw = std::fs::read(request).with_context(|| format!("reading {}", request.display()))?;
-    let weight = |_: &str, s: &config::Server| s.weight;
-    let e = proxy::explain::explain(&cfg, &compiled, listener, &raw, src, &weight)
+    let e = proxy::explain::explain_config(&cfg, compiled, listener, &raw, src)
         .map_err(|e| anyhow::anyhow!("{}: {e}", request.display()))?;
     let bind = cfg.listeners.iter().find(|l| l.name == e.listener).map(|l| l.bind);
     println!("listener {} ({}), client {src}", e.listener, bind.map_or_else(String::new, |b| b.to_string()));

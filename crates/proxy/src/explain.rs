@@ -1,17 +1,31 @@
-//! How a raw request would be routed: the listener's rules with their trace, the decision,
-//! and the server the group's scheduler would pick first with every server idle (fed the
-//! request's hash key when it reads one). Shared by `cswitch explain` (config weights) and
-//! the admin API's `POST /api/explain` (the running switch's effective weights).
-//! Persistence entries and learned tables of a running switch are not consulted.
+//! How a raw HTTP request would be routed, told by the switch's own steps: the head judged
+//! by the same parser and limits (a request the switch refuses is explained as that
+//! refusal, with its status), the same admission, the one routing decision
+//! (`upstream::decide`: stickiness entries, the rules with their trace, session
+//! persistence), and, when no entry chose the server, the server the group's scheduler
+//! picks first with every server idle (fed the request's hash key when it reads one).
+//! Shared by `cswitch explain` (a config, empty tables) and the admin API's
+//! `POST /api/explain` (the running switch's snapshot, tables and effective weights).
+//! What it cannot know: a `STICKY_IP_PORT` pin lives with one client connection, and the
+//! state of schedulers that depend on load or on earlier picks (rr, lc, …).
 
-use crate::balancing::extract_key;
-use rules::{Action, Outcome, OwnedRequest, RuleSet};
+use crate::floor::failure::Refusal;
+use crate::floor::snapshot::{ListenerParts, Snapshot};
+use crate::floor::tables::sticky_ip::StickyIp;
+use crate::floor::tables::tls_sessions::TlsSessions;
+use crate::http::head;
+use crate::http::view::{Dst, HeadView};
+use crate::upstream::decide::{self, Act, Ask, Decision, Notes, Tables};
+use crate::upstream::pick::extract_key;
+use http1::{BodyScanner, RequestHead};
+use rules::{Body, RuleSet, Sticky};
 use serde::Serialize;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// The routing decision for one request.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Explanation {
     /// Listener the request was taken to arrive on.
     pub listener: String,
@@ -19,143 +33,213 @@ pub struct Explanation {
     pub trace: String,
     /// Label of the rule that decided, if one did.
     pub rule: Option<String>,
-    /// `route`, `default`, `deny`, `drop` or `redirect`.
+    /// `route`, `default`, `deny`, `drop`, `redirect` or `refuse` (the switch refuses the
+    /// request before routing: see `status`).
     pub action: &'static str,
     /// The decision in one sentence.
     pub decision: String,
+    /// Status of the switch's own answer (a refusal, a deny, a redirect).
+    pub status: Option<u16>,
     /// Group the request goes to (route / default).
     pub group: Option<String>,
-    /// Server the scheduler picks first with every server idle.
+    /// Server it goes to: the one an entry chose, else the scheduler's first pick.
     pub server: Option<String>,
     /// That server's address.
     pub server_addr: Option<String>,
+    /// What chose the server: `sticky_ip`, `persistence`, `tls_session`, or `scheduler`.
+    pub chosen_by: Option<&'static str>,
     /// The request's hash key, for keyed schedulers.
     pub hash_key: Option<String>,
-    /// Header fields a rule sets.
+    /// Header fields set on the forwarded request (rules' setHeader, persistence).
     pub set_headers: Vec<(String, String)>,
 }
 
-/// Explains `raw` arriving from `src` on `listener` (default: the first). `weight` gives a
-/// server's current weight (config or effective) by group and server name.
-pub fn explain(
+/// Explains `raw` arriving from `src` on `listener` (default: the first) of a config, with
+/// empty tables and configured weights (`cswitch explain`).
+pub fn explain_config(
     config: &config::Config,
-    compiled: &[Option<Arc<RuleSet>>],
+    compiled: Vec<Option<Arc<RuleSet>>>,
     listener: Option<&str>,
     raw: &[u8],
     src: SocketAddr,
-    weight: &dyn Fn(&str, &config::Server) -> u32,
+) -> Result<Explanation, String> {
+    let snap = Snapshot::build(config.clone(), ListenerParts { rules: compiled, tls: Vec::new() }, None, 0);
+    let sticky_ip = StickyIp::new(config.timeouts.sticky_ip);
+    let tls_sessions = TlsSessions::new(config.timeouts.tls_session);
+    explain(&snap, Tables { sticky_ip: &sticky_ip, tls_sessions: &tls_sessions }, listener, raw, src)
+}
+
+/// Explains `raw` arriving from `src` on `listener` (default: the first) of `snap`.
+pub fn explain(
+    snap: &Snapshot,
+    tables: Tables<'_>,
+    listener: Option<&str>,
+    raw: &[u8],
+    src: SocketAddr,
 ) -> Result<Explanation, String> {
     let index = match listener {
-        Some(name) => config
+        Some(name) => snap
             .listeners
             .iter()
             .position(|l| l.name == name)
             .ok_or_else(|| format!("no listener `{name}`"))?,
         None => 0,
     };
-    let l = config.listeners.get(index).ok_or("the config has no listener")?;
-    let req = OwnedRequest::parse(raw, src, l.bind).map_err(|e| format!("request: {e}"))?;
-    let mut out = Explanation {
-        listener: l.name.clone(),
-        trace: String::new(),
-        rule: None,
-        action: "default",
-        decision: format!("no rules: default group {}", l.default_group),
-        group: Some(l.default_group.clone()),
-        server: None,
-        server_addr: None,
-        hash_key: None,
-        set_headers: Vec::new(),
-    };
-    if let Some(rules) = compiled.get(index).and_then(Option::as_deref) {
-        decide(rules, &req, &l.default_group, &mut out)?;
+    let l = snap.listeners.get(index).ok_or("the config has no listener")?;
+    if l.protocol != config::Protocol::Http {
+        return Err(format!("explain reads HTTP requests; listener `{}` is not an HTTP listener", l.name));
     }
-    if let Some(group) = out.group.clone() {
-        pick_server(config, &group, &req, weight, &mut out);
+    let mut out = Explanation { listener: l.name.clone(), ..Explanation::default() };
+    let mut req = RequestHead::new();
+    let limit = head::buffer_size(snap);
+    let seen = &raw[..raw.len().min(limit)];
+    match head::judge(req.parse(seen, &snap.head_limits), seen.len() >= limit) {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err("the request head is incomplete (no empty line after the header fields)".into())
+        }
+        Err((r, _)) => return Ok(refused(out, r)),
+    }
+    if let Some((r, _)) = head::admit(snap, &req) {
+        return Ok(refused(out, r));
+    }
+    let dst = Dst::Known(snap.config.listeners[index].bind);
+    let mut notes = Notes::default();
+    let mut trace = rules::Trace::default();
+    let mut eval = rules::EvalState::new();
+    let decide = |view: &HeadView<'_>,
+                  notes: &mut Notes,
+                  trace: &mut rules::Trace,
+                  eval: &mut rules::EvalState| {
+        let ask =
+            Ask { listener: index, request: view, pinned: None, http: Some((raw, &req)), tls_session: None };
+        decide::decide(snap, tables, eval, &ask, notes, Some(trace))
+    };
+    let no_body = Body { bytes: &[], complete: req.body == http1::BodyKind::None };
+    let head_only = HeadView { head: raw, req: &req, src, dst, body: no_body };
+    let mut decision = decide(&head_only, &mut notes, &mut trace, &mut eval);
+    if decision.is_none() {
+        // The rules read the body: the switch buffers it (up to `rule_body_bytes`).
+        let (payload, complete) = match body_for_rules(snap, &req, &raw[req.head_len..]) {
+            Ok(body) => body,
+            Err(r) => return Ok(refused(out, r)),
+        };
+        let view = HeadView { head: raw, req: &req, src, dst, body: Body { bytes: &payload, complete } };
+        decision = decide(&view, &mut notes, &mut trace, &mut eval);
+    }
+    let d = decision.ok_or("the rules need more of the body than the request holds")?;
+    out.trace = if l.rules.is_some() { trace.to_string() } else { String::new() };
+    describe(snap, index, &d, &notes, &mut out);
+    if d.act == Act::Forward {
+        choose_server(snap, &d, &head_only, &mut out);
     }
     Ok(out)
 }
 
-fn decide(
-    rules: &RuleSet,
-    req: &OwnedRequest,
-    default_group: &str,
-    out: &mut Explanation,
-) -> Result<(), String> {
-    let mut state = rules::EvalState::new();
-    let mut trace = rules::Trace::default();
-    let outcome = rules.evaluate(req, &mut state, Some(&mut trace));
-    out.trace = trace.to_string();
-    let Outcome::Decided(d) = outcome else {
-        return Err("the rules need more of the body than the request holds".into());
-    };
-    out.rule = d.rule.map(|(_, label)| label.to_string());
-    let rule = out.rule.clone().unwrap_or_else(|| "none".into());
-    out.set_headers = d.set_headers.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect();
-    out.group = None;
-    match d.action {
-        Action::Route { group, sticky } => {
-            let name = rules.groups()[group].clone();
-            out.action = "route";
-            let sticky = match sticky {
-                rules::Sticky::IpPort => "STICKY_IP_PORT",
-                rules::Sticky::Ip => "STICKY_IP",
-                rules::Sticky::Off => "NONSTICKY",
-            };
-            out.decision = format!("rule {rule} routes to group {name} ({sticky})");
-            out.group = Some(name);
-        }
-        Action::Default => {
-            out.action = "default";
-            out.decision = format!("no rule routed; default group {default_group}");
-            out.group = Some(default_group.to_string());
-        }
-        Action::Deny { status } => {
-            out.action = "deny";
-            out.decision = format!("rule {rule} denies with {status}");
-        }
-        Action::Drop => {
-            out.action = "drop";
-            out.decision = format!("rule {rule} drops the connection");
-        }
-        Action::Redirect { status, location } => {
-            out.action = "redirect";
-            out.decision = format!("rule {rule} redirects ({status}) to {location}");
-        }
+/// The body as the route phase buffers it for the rules: de-chunked, within the cap.
+fn body_for_rules(snap: &Snapshot, req: &RequestHead, after_head: &[u8]) -> Result<(Vec<u8>, bool), Refusal> {
+    let mut scanner = BodyScanner::new(req.body, snap.max_body);
+    let mut payload = Vec::new();
+    let scan = scanner
+        .scan_data(after_head, |d| payload.extend_from_slice(d))
+        .map_err(|e| Refusal::new(e.status(), "invalid request body"))?;
+    if payload.len() > snap.config.limits.rule_body_bytes {
+        return Err(Refusal::new(413, "request body too large for rule matching"));
     }
-    Ok(())
+    Ok((payload, scan.done))
 }
 
-fn pick_server(
-    config: &config::Config,
-    group: &str,
-    req: &OwnedRequest,
-    weight: &dyn Fn(&str, &config::Server) -> u32,
-    out: &mut Explanation,
-) {
-    let Some(g) = config.groups.iter().find(|g| g.name == group) else { return };
-    let weights: Vec<u32> = g.servers.iter().map(|s| weight(&g.name, s)).collect();
-    let candidates: Vec<balance::Candidate> = g
-        .servers
-        .iter()
-        .zip(&weights)
-        .map(|(s, &w)| balance::Candidate { weight: w, active: 0, usable: w > 0, maxconn: s.maxconn })
-        .collect();
-    let members: Vec<balance::Member> = g
-        .servers
-        .iter()
-        .zip(&weights)
-        .map(|(s, &w)| balance::Member { name: &s.name, weight: w, maxconn: s.maxconn })
-        .collect();
-    let mut scheduler = g.scheduler.build(&g.params);
-    scheduler.rebuild(&members);
-    let mut key = Vec::new();
-    let has_key = g.scheduler.uses_key() && extract_key(&g.hash_key, req, &mut key);
-    if has_key {
-        out.hash_key = Some(String::from_utf8_lossy(&key).into_owned());
+fn refused(mut out: Explanation, r: Refusal) -> Explanation {
+    out.action = "refuse";
+    out.status = Some(r.status);
+    out.decision = format!("the switch refuses it before routing: {} {}", r.status, r.reason);
+    out
+}
+
+/// The decision in words.
+fn describe(snap: &Snapshot, listener: usize, d: &Decision, notes: &Notes, out: &mut Explanation) {
+    let rule = (!notes.rule.is_empty()).then(|| notes.rule.clone());
+    let named = rule.clone().unwrap_or_else(|| "none".into());
+    let group = snap.group(d.group).name.clone();
+    out.rule = rule;
+    out.set_headers = notes.set_headers.clone();
+    match d.act {
+        Act::Forward => {
+            let default =
+                d.group == snap.listeners[listener].default_group && d.rule.is_none() && d.server.is_none();
+            out.action = if default { "default" } else { "route" };
+            out.decision = match (d.server, d.rule) {
+                (Some((_, by)), _) if by != decide::By::Persistence => {
+                    format!("a {} entry sends it to group {group}", by.name())
+                }
+                (_, Some(_)) => format!("rule {named} routes to group {group} ({})", sticky_name(d.sticky)),
+                _ if snap.listeners[listener].rules.is_some() => {
+                    format!("no rule routed; default group {group}")
+                }
+                _ => format!("no rules: default group {group}"),
+            };
+            out.group = Some(group);
+        }
+        Act::Deny(status) => {
+            out.action = "deny";
+            out.status = Some(status);
+            out.decision = format!("rule {named} denies with {status}");
+        }
+        Act::Drop => {
+            out.action = "drop";
+            out.decision = format!("rule {named} drops the connection");
+        }
+        Act::Redirect(status) => {
+            out.action = "redirect";
+            out.status = Some(status);
+            out.decision = format!("rule {named} redirects ({status}) to {}", notes.location);
+        }
     }
-    if let Some(i) = scheduler.pick(&candidates, has_key.then_some(key.as_slice())) {
-        out.server = Some(g.servers[i].name.clone());
-        out.server_addr = Some(g.servers[i].addr.to_string());
+}
+
+fn sticky_name(s: Sticky) -> &'static str {
+    match s {
+        Sticky::IpPort => "STICKY_IP_PORT",
+        Sticky::Ip => "STICKY_IP",
+        Sticky::Off => "NONSTICKY",
+    }
+}
+
+/// The server an entry chose, else the scheduler's first pick with every server idle and
+/// the servers' current effective weights.
+fn choose_server(snap: &Snapshot, d: &Decision, view: &HeadView<'_>, out: &mut Explanation) {
+    let g = snap.group(d.group);
+    let chosen = d.server.and_then(|(id, by)| Some((g.servers.iter().position(|s| s.id == id)?, by.name())));
+    let index = chosen.map(|(i, _)| i).or_else(|| {
+        let weights: Vec<u32> =
+            g.servers.iter().map(|s| s.live.effective_weight.load(Ordering::Relaxed)).collect();
+        let candidates: Vec<balance::Candidate> = g
+            .servers
+            .iter()
+            .zip(&weights)
+            .map(|(s, &w)| balance::Candidate { weight: w, active: 0, usable: w > 0, maxconn: s.maxconn })
+            .collect();
+        let members: Vec<balance::Member> = g
+            .servers
+            .iter()
+            .zip(&weights)
+            .map(|(s, &w)| balance::Member { name: &s.name, weight: w, maxconn: s.maxconn })
+            .collect();
+        let mut scheduler = g.scheduler.build(&g.params);
+        scheduler.rebuild(&members);
+        let mut key = Vec::new();
+        let has_key = g.scheduler.uses_key() && extract_key(&g.hash_key, view, &mut key);
+        if has_key {
+            out.hash_key = Some(String::from_utf8_lossy(&key).into_owned());
+        }
+        scheduler.pick(&candidates, has_key.then_some(key.as_slice()))
+    });
+    out.chosen_by = Some(chosen.map_or("scheduler", |(_, by)| by));
+    if let Some(s) = index.and_then(|i| g.servers.get(i)) {
+        out.server = Some(s.name.clone());
+        out.server_addr = Some(s.addr.to_string());
+        if let Some((_, by)) = chosen {
+            out.decision.push_str(&format!("; {by} chose server {}", s.name));
+        }
     }
 }

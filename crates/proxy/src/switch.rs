@@ -1,10 +1,15 @@
 //! The running switch: binds the listeners (one SO_REUSEPORT socket per worker), starts the
 //! workers, swaps config snapshots on reload, and shuts down gracefully.
 
-use crate::access_log::Sink;
-use crate::snapshot::Snapshot;
-use crate::stats::{Counter, Stats};
-use crate::worker::{self, Shared};
+use crate::accept;
+use crate::floor::shared::Shared;
+use crate::floor::snapshot::{ListenerParts, Snapshot};
+use crate::floor::stats::{Counter, Stats};
+use crate::floor::tables::sticky_ip::StickyIp;
+use crate::floor::tables::tls_sessions::TlsSessions;
+use crate::observe::access_log::Sink;
+use crate::observe::view;
+use crate::tls::termination;
 use arc_swap::ArcSwap;
 use config::Config;
 use rules::{CompileOptions, RuleSet};
@@ -21,9 +26,9 @@ pub enum ReloadError {
     /// Listeners cannot change without a restart (their sockets are bound once).
     #[error("listener '{0}' was added, removed or rebound; listeners change only on restart")]
     ListenersChanged(String),
-    /// A rule file does not compile (the message has every error with file:line:col).
+    /// A rule file does not read or compile (every error with file:line:col).
     #[error("{0}")]
-    Rules(String),
+    Rules(RuleErrors),
     /// A listener's TLS certificate or key does not load.
     #[error("{0}")]
     Tls(String),
@@ -38,12 +43,51 @@ pub enum EditFailed<E> {
     Refused(ReloadError),
 }
 
+/// Why listeners' rule files cannot be used: one entry per file, as values (`Display`
+/// prints each with file:line:col, as `cswitch check` does).
+#[derive(Debug, Default)]
+pub struct RuleErrors(pub Vec<RuleFileError>);
+
+/// One rule file that cannot be used.
+#[derive(Debug)]
+pub enum RuleFileError {
+    /// It could not be read.
+    Unreadable {
+        /// The listener naming it.
+        listener: String,
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        error: String,
+    },
+    /// It does not compile.
+    Invalid(rules::Diagnostics),
+}
+
+impl std::fmt::Display for RuleErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for e in &self.0 {
+            match e {
+                RuleFileError::Unreadable { listener, path, error } => writeln!(
+                    f,
+                    "{}: error: cannot read rules of listener '{listener}': {error}",
+                    path.display()
+                )?,
+                RuleFileError::Invalid(diags) => write!(f, "{diags}")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for RuleErrors {}
+
 /// Compiled rules of each listener, in config order (`None`: no rule file). Warnings (rules
 /// that can never fire) are logged; errors are returned, every one with file:line:col.
-pub fn compile_rules(config: &Config) -> Result<Vec<Option<Arc<RuleSet>>>, String> {
+pub fn compile_rules(config: &Config) -> Result<Vec<Option<Arc<RuleSet>>>, RuleErrors> {
     let groups: Vec<&str> = config.groups.iter().map(|g| g.name.as_str()).collect();
     let mut out = Vec::with_capacity(config.listeners.len());
-    let mut errors = String::new();
+    let mut errors = RuleErrors::default();
     for l in &config.listeners {
         let Some(path) = &l.rules else {
             out.push(None);
@@ -52,11 +96,8 @@ pub fn compile_rules(config: &Config) -> Result<Vec<Option<Arc<RuleSet>>>, Strin
         let source = match std::fs::read_to_string(path) {
             Ok(s) => s,
             Err(e) => {
-                errors.push_str(&format!(
-                    "{}: error: cannot read rules of listener '{}': {e}\n",
-                    path.display(),
-                    l.name
-                ));
+                let (listener, path, error) = (l.name.clone(), path.clone(), e.to_string());
+                errors.0.push(RuleFileError::Unreadable { listener, path, error });
                 continue;
             }
         };
@@ -68,10 +109,10 @@ pub fn compile_rules(config: &Config) -> Result<Vec<Option<Arc<RuleSet>>>, Strin
                 }
                 out.push(Some(Arc::new(rules)));
             }
-            Err(diags) => errors.push_str(&diags.to_string()),
+            Err(diags) => errors.0.push(RuleFileError::Invalid(diags)),
         }
     }
-    if errors.is_empty() {
+    if errors.0.is_empty() {
         Ok(out)
     } else {
         Err(errors)
@@ -90,10 +131,11 @@ impl Switch {
     /// Binds every listener and starts the workers. Errors (address in use, bad access-log
     /// path) are returned before anything runs.
     pub fn start(config: Config) -> io::Result<Switch> {
-        let rules = compile_rules(&config).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let tls = crate::termination::acceptors(&config)
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let parts = crate::snapshot::ListenerParts { rules, tls };
+        let rules =
+            compile_rules(&config).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let tls =
+            termination::acceptors(&config).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let parts = ListenerParts { rules, tls };
         let workers = worker_count(&config);
         let (addrs, sockets) = bind_all(&config, workers)?;
         let sinks = (0..workers).map(|_| open_sink(&config)).collect::<io::Result<Vec<_>>>()?;
@@ -108,9 +150,9 @@ impl Switch {
             client_conns: AtomicUsize::new(0),
             shutting_down: AtomicBool::new(false),
             shutdown_notify: tokio::sync::Notify::new(),
-            sticky_ip: crate::sticky::StickyIp::new(sticky_lifetime),
+            sticky_ip: StickyIp::new(sticky_lifetime),
             last_server: Default::default(),
-            tls_sessions: crate::tls_pass::TlsSessions::new(tls_lifetime),
+            tls_sessions: TlsSessions::new(tls_lifetime),
             smtp_refusals: Default::default(),
             weights_epoch: Default::default(),
             listeners: (0..listener_count).map(|_| Default::default()).collect(),
@@ -122,7 +164,7 @@ impl Switch {
             let shared = Arc::clone(&shared);
             let t = std::thread::Builder::new()
                 .name(format!("cswitch-worker-{i}"))
-                .spawn(move || worker::run(shared, listeners, sink))?;
+                .spawn(move || accept::run(shared, listeners, sink))?;
             threads.push(t);
         }
         threads.push(crate::health::spawn(Arc::clone(&shared), agents)?);
@@ -145,27 +187,27 @@ impl Switch {
     }
 
     /// Version, uptime, generation, listeners and counters.
-    pub fn status(&self) -> crate::view::StatusView {
-        crate::view::status(&self.shared, &self.addrs)
+    pub fn status(&self) -> view::StatusView {
+        view::status(&self.shared, &self.addrs)
     }
 
     /// Every group with its scheduler, checks and load.
-    pub fn groups(&self) -> Vec<crate::view::GroupView> {
-        crate::view::groups(&self.shared.snapshot.load())
+    pub fn groups(&self) -> Vec<view::GroupView> {
+        view::groups(&self.shared.snapshot.load())
     }
 
     /// Every server of every group: state, health, weights, capacity, traffic, latency.
-    pub fn servers(&self) -> Vec<crate::view::ServerView> {
-        crate::view::servers(&self.shared.snapshot.load())
+    pub fn servers(&self) -> Vec<view::ServerView> {
+        view::servers(&self.shared.snapshot.load())
     }
 
     /// The stick tables and their sizes.
-    pub fn stick_tables(&self) -> Vec<crate::view::StickTableView> {
-        crate::view::stick_tables(&self.shared, &self.shared.snapshot.load())
+    pub fn stick_tables(&self) -> Vec<view::StickTableView> {
+        view::stick_tables(&self.shared, &self.shared.snapshot.load())
     }
 
     /// How `raw` (a request head and body) from `src` would be routed on `listener`
-    /// (default: the first), with the servers' current effective weights.
+    /// (default: the first): the running switch's rules, tables and effective weights.
     pub fn explain(
         &self,
         listener: Option<&str>,
@@ -173,20 +215,13 @@ impl Switch {
         src: SocketAddr,
     ) -> Result<crate::explain::Explanation, String> {
         let snap = self.shared.snapshot.load();
-        let rules: Vec<Option<Arc<RuleSet>>> = snap.listeners.iter().map(|l| l.rules.clone()).collect();
-        let weight = |group: &str, server: &config::Server| {
-            snap.groups
-                .iter()
-                .find(|g| g.name == group)
-                .and_then(|g| g.servers.iter().find(|s| s.name == server.name))
-                .map_or(0, |s| s.live.effective_weight.load(Ordering::Relaxed))
-        };
-        crate::explain::explain(&snap.config, &rules, listener, raw, src, &weight)
+        let tables = crate::upstream::decide::Tables::of(&self.shared);
+        crate::explain::explain(&snap, tables, listener, raw, src)
     }
 
     /// Each listener's rules with their hit counts.
-    pub fn rules(&self) -> Vec<crate::view::RulesView> {
-        crate::view::rules(&self.shared.snapshot.load())
+    pub fn rules(&self) -> Vec<view::RulesView> {
+        view::rules(&self.shared.snapshot.load())
     }
 
     /// The config in force.
@@ -212,12 +247,12 @@ impl Switch {
             self.shared.stats.inc(Counter::ReloadsFailed);
             ReloadError::Rules(e)
         })?;
-        let tls = crate::termination::acceptors(&config).map_err(|e| {
+        let tls = termination::acceptors(&config).map_err(|e| {
             self.shared.stats.inc(Counter::ReloadsFailed);
             ReloadError::Tls(e)
         })?;
         let generation = current.generation + 1;
-        let parts = crate::snapshot::ListenerParts { rules, tls };
+        let parts = ListenerParts { rules, tls };
         let next = Snapshot::build(config, parts, Some(&current), generation);
         let lifetime = next.config.timeouts.sticky_ip;
         self.shared.sticky_ip.reconfigure(lifetime, |id| next.group_of(id).is_some());

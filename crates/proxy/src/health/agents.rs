@@ -3,9 +3,9 @@
 //! reported address. The control loop turns them into weights and treats a server whose
 //! last report is older than `silent_after` as capacity 0.
 
-use crate::live::now_ms;
-use crate::stats::Counter;
-use crate::worker::Shared;
+use crate::floor::live::now_ms;
+use crate::floor::shared::Shared;
+use crate::floor::stats::Counter;
 use agent::wire::{token_matches, Report};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -3,10 +3,10 @@
 //! after `rise` passes. A pass also ends a passive-check back-off early.
 
 use super::probe;
-use crate::live::Health;
-use crate::snapshot::ServerRt;
-use crate::stats::Counter;
-use crate::worker::Shared;
+use crate::floor::live::Health;
+use crate::floor::server::ServerRt;
+use crate::floor::shared::Shared;
+use crate::floor::stats::Counter;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

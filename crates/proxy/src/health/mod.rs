@@ -1,22 +1,21 @@
 //! Health and capacity: the control loop that decides, per server, the weight the
 //! schedulers use and whether sticky traffic may go there. Inputs: administrative state
 //! (config / admin API), active checks (`checker`, `probe`), passive checks on live
-//! traffic (`passive`, called by the request path), slow start, and the capacities
-//! `cswitch agent` reports (`agents`). Output: per-server atomics plus an epoch the
-//! schedulers compare to know when to rebuild (`weights`) — the data path takes no lock.
+//! traffic (`upstream::passive`, called by the request path), slow start, and the
+//! capacities `cswitch agent` reports (`agents`). Output: per-server atomics plus an epoch
+//! the schedulers compare to know when to rebuild (`floor::weights`, applied by
+//! `GroupRt::apply_weights`) — the data path takes no lock.
 //!
 //! Runs on its own thread with a small runtime, so checks never compete with requests
 //! for a worker's event loop.
 
 mod agents;
 mod checker;
-pub mod passive;
 pub mod probe;
-pub mod weights;
 
-use crate::live::now_ms;
-use crate::snapshot::Snapshot;
-use crate::worker::Shared;
+use crate::floor::live::now_ms;
+use crate::floor::shared::Shared;
+use crate::floor::snapshot::Snapshot;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -92,7 +91,7 @@ impl Control {
     /// Starts checks for servers that need them and stops those whose server left or whose
     /// group's check changed.
     fn sync_checkers(&mut self, shared: &Arc<Shared>, snap: &Snapshot) {
-        let mut wanted: HashMap<u64, (&config::Health, &Arc<crate::snapshot::ServerRt>, &str)> =
+        let mut wanted: HashMap<u64, (&config::Health, &Arc<crate::floor::server::ServerRt>, &str)> =
             HashMap::new();
         for g in &snap.groups {
             if let Some(h) = &g.health {
@@ -123,8 +122,8 @@ impl Control {
         // A server whose group no longer checks it is no longer judged by old results.
         for g in snap.groups.iter().filter(|g| g.health.is_none()) {
             for s in &g.servers {
-                if s.live.health() != crate::live::Health::Unchecked {
-                    s.live.set_health(crate::live::Health::Unchecked, "");
+                if s.live.health() != crate::floor::live::Health::Unchecked {
+                    s.live.set_health(crate::floor::live::Health::Unchecked, "");
                 }
             }
         }
@@ -141,10 +140,10 @@ impl Control {
                 .iter()
                 .map(|s| {
                     let created = *self.first_seen.entry(s.id).or_insert(now);
-                    weights::fresh_capacity(s, now, silent_after, created)
+                    s.fresh_capacity(now, silent_after, created)
                 })
                 .collect();
-            changed |= weights::apply(g, &capacities, now);
+            changed |= g.apply_weights(&capacities, now);
         }
         if changed {
             shared.weights_epoch.fetch_add(1, Ordering::Release);

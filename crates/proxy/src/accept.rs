@@ -1,0 +1,172 @@
+//! A worker thread's life: its runtime, one accept loop per listener with admission
+//! control, the protocol dispatch of each accepted connection to its wing, the periodic
+//! housekeeping, and the graceful end on shutdown.
+
+use crate::floor::shared::Shared;
+use crate::floor::stats::Counter;
+use crate::floor::stream::{handshake, ClientStream};
+use crate::floor::worker::Worker;
+use crate::observe::access_log::{self, Sink};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+
+/// Runs one worker until shutdown completes. `listeners[i]` serves snapshot listener `i`.
+pub fn run(shared: Arc<Shared>, listeners: Vec<std::net::TcpListener>, sink: Sink) {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "worker runtime failed to start");
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        access_log::install(sink);
+        let worker = Rc::new(Worker::new(shared));
+        for (index, l) in listeners.into_iter().enumerate() {
+            match TcpListener::from_std(l) {
+                Ok(l) => drop(tokio::task::spawn_local(accept_loop(Rc::clone(&worker), l, index))),
+                Err(e) => tracing::error!(error = %e, "listener registration failed"),
+            }
+        }
+        tokio::task::spawn_local(housekeeping(Rc::clone(&worker)));
+        wait_for_shutdown(&worker).await;
+        access_log::flush();
+    });
+}
+
+async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = worker.shutdown.notified() => return,
+        };
+        let (stream, peer) = match accepted {
+            Ok(pair) => pair,
+            Err(e) => {
+                // EMFILE and friends: back off briefly instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        if !admit(&worker) {
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        tokio::task::spawn_local(dispatch(Rc::clone(&worker), stream, peer, index));
+    }
+}
+
+/// Admission control at accept (seed 003 §2.2): over the connection limit, close at once.
+fn admit(worker: &Worker) -> bool {
+    let shared = &worker.shared;
+    let max = shared.snapshot.load().config.limits.max_client_connections;
+    let open = shared.client_conns.fetch_add(1, Ordering::AcqRel);
+    if open >= max {
+        shared.client_conns.fetch_sub(1, Ordering::AcqRel);
+        shared.stats.inc(Counter::RefusedConnLimit);
+        tracing::warn!(open, max, "client connection refused: max_client_connections reached");
+        return false;
+    }
+    shared.stats.inc(Counter::Accepted);
+    true
+}
+
+/// Flushes the access log and sweeps the pools, periodically.
+async fn housekeeping(worker: Rc<Worker>) {
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    let mut ticks = 0u32;
+    loop {
+        tick.tick().await;
+        access_log::flush();
+        ticks = ticks.wrapping_add(1);
+        if ticks.is_multiple_of(4) {
+            let snap = worker.shared.snapshot.load();
+            let live = |id: u64| snap.groups.iter().any(|g| g.servers.iter().any(|s| s.id == id));
+            worker.pools.sweep(snap.config.timeouts.pool_idle, live);
+        }
+    }
+}
+
+/// Waits for the shutdown signal, stops accepting, lets requests in progress finish within
+/// the grace period, then returns: the runtime is dropped with every remaining session, which
+/// closes idle keep-alive connections at once.
+async fn wait_for_shutdown(worker: &Rc<Worker>) {
+    loop {
+        let notified = worker.shared.shutdown_notify.notified();
+        if worker.shutting_down() {
+            break;
+        }
+        notified.await;
+    }
+    worker.shutdown.notify_waiters();
+    let grace = worker.shared.snapshot.load().config.global.grace_period;
+    let drained = async {
+        while worker.busy.get() > 0 {
+            worker.busy_ended.notified().await;
+        }
+    };
+    if tokio::time::timeout(grace, drained).await.is_err() {
+        tracing::warn!(
+            left = worker.busy.get(),
+            "grace period over; closing connections with requests in progress"
+        );
+    }
+}
+
+/// Hands a new connection to the wing of its listener's protocol, counted as open (per
+/// listener and in all) until the wing is done with it.
+async fn dispatch(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, listener: usize) {
+    let _open = ConnGuard::new(&worker, listener);
+    let (protocol, acceptor) = {
+        let snap = worker.shared.snapshot.load();
+        let l = &snap.listeners[listener];
+        (l.protocol, l.tls.clone())
+    };
+    match protocol {
+        config::Protocol::Tls => {
+            crate::tls::passthrough::serve(Rc::clone(&worker), stream, peer, listener).await
+        }
+        config::Protocol::Smtp => crate::mail::smtp::serve(Rc::clone(&worker), stream, peer, listener).await,
+        config::Protocol::Pop3 | config::Protocol::Imap => {
+            crate::mail_login::serve(Rc::clone(&worker), stream, peer, listener).await
+        }
+        config::Protocol::Http => {
+            let stream = match acceptor {
+                None => ClientStream::Plain(stream),
+                Some(acceptor) => match handshake(&worker, acceptor, stream, peer).await {
+                    Some(tls) => ClientStream::Tls(Box::new(tls)),
+                    None => return,
+                },
+            };
+            crate::http::serve(Rc::clone(&worker), stream, peer, listener).await
+        }
+    }
+}
+
+/// Keeps the open-connection counts right however the connection ends (including being
+/// dropped with the worker's runtime at shutdown).
+struct ConnGuard<'a>(&'a Worker, usize);
+
+impl<'a> ConnGuard<'a> {
+    fn new(worker: &'a Worker, listener: usize) -> Self {
+        if let Some(l) = worker.shared.listeners.get(listener) {
+            l.connections.fetch_add(1, Ordering::Relaxed);
+        }
+        ConnGuard(worker, listener)
+    }
+}
+
+impl Drop for ConnGuard<'_> {
+    fn drop(&mut self) {
+        self.0.shared.client_conns.fetch_sub(1, Ordering::AcqRel);
+        if let Some(l) = self.0.shared.listeners.get(self.1) {
+            l.connections.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}

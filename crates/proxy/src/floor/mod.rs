@@ -1,0 +1,25 @@
+//! The floor: the runtime state every wing stands on, importing nothing above it. The
+//! snapshot of one config generation (`snapshot`, `group`, `server`, with each group's
+//! scheduler instance `sched_slot` and session persistence `persist`, and the weight
+//! rules `weights`), what the workers share (`shared`: the snapshot, `stats` counters,
+//! `live` figures, the `tables`), per-worker state (`worker`, `schedulers`, `pool`,
+//! `buf`), socket helpers (`io`, `stream`: plain or TLS client streams and the handshake),
+//! and the typed failure every step returns (`failure`).
+
+pub mod buf;
+pub mod failure;
+pub mod group;
+pub mod io;
+pub mod live;
+pub mod persist;
+pub mod pool;
+pub mod sched_slot;
+pub mod schedulers;
+pub mod server;
+pub mod shared;
+pub mod snapshot;
+pub mod stats;
+pub mod stream;
+pub mod tables;
+pub mod weights;
+pub mod worker;

@@ -1,0 +1,126 @@
+//! One server as the data path sees it: its identity (the id keys its connection pools and
+//! every table entry), its configured weight and state, its live figures, the in-flight
+//! and queued counts the schedulers read, and its `maxconn` slots. Carried from snapshot
+//! to snapshot while the server is unchanged, so counters and pools survive reloads.
+
+use crate::floor::live::{now_ms, Live};
+use crate::floor::weights::ramp;
+use config::ServerState;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+static NEXT_SERVER_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One server as the data path sees it.
+pub struct ServerRt {
+    /// Stable id: the key of this server's connection pools.
+    pub id: u64,
+    /// Name in its group.
+    pub name: String,
+    /// Address.
+    pub addr: SocketAddr,
+    /// Weight (from config; the schedulers use `live.effective_weight`).
+    pub weight: AtomicU32,
+    /// Administrative state (from config; [`ServerRt::state`]).
+    state: AtomicU8,
+    /// `now_ms()` the server was removed from the config (0 = it is in the config): it
+    /// stays in its group, draining, until it is idle or `drain_timeout` passes.
+    pub leaving_since_ms: AtomicU64,
+    /// Health, capacity and traffic figures.
+    pub live: Live,
+    /// Requests in flight to this server, across workers (lc/wlc read it).
+    pub active: AtomicU32,
+    /// Requests waiting for a slot (maxconn reached).
+    pub queued: AtomicUsize,
+    /// `maxconn` slots; `None` = unlimited.
+    pub slots: Option<Arc<Semaphore>>,
+    /// `maxconn` (0 = unlimited).
+    pub maxconn: u32,
+    /// Token naming this server in persistence cookies.
+    pub cookie: String,
+}
+
+impl ServerRt {
+    /// Administrative state in force.
+    pub fn state(&self) -> ServerState {
+        match self.state.load(Ordering::Relaxed) {
+            1 => ServerState::Drain,
+            2 => ServerState::Maint,
+            _ => ServerState::Ready,
+        }
+    }
+
+    /// Whether the server was removed from the config and is draining before it goes.
+    pub fn leaving(&self) -> bool {
+        self.leaving_since_ms.load(Ordering::Relaxed) != 0
+    }
+
+    /// Whether a leaving server may go now: nothing in flight or queued, or its drain
+    /// timeout passed.
+    pub fn done_leaving(&self, drain_timeout: Duration, now: u64) -> bool {
+        let since = self.leaving_since_ms.load(Ordering::Relaxed);
+        let timeout = u64::try_from(drain_timeout.as_millis()).unwrap_or(u64::MAX);
+        let idle = self.active.load(Ordering::Relaxed) == 0 && self.queued.load(Ordering::Relaxed) == 0;
+        since != 0 && (idle || now.saturating_sub(since) >= timeout)
+    }
+
+    /// The capacity an agent reported for `server` if it is fresh at `now`. A server that has
+    /// never reported keeps its configured weight for `silent_after` after it was created (the
+    /// agent's first report is on its way), then counts as silent.
+    pub fn fresh_capacity(&self, now: u64, silent_after: Duration, created_ms: u64) -> Option<u32> {
+        let silent_ms = u64::try_from(silent_after.as_millis()).unwrap_or(u64::MAX);
+        match self.live.reported_at_ms.load(Ordering::Relaxed) {
+            0 if now.saturating_sub(created_ms) < silent_ms => Some(self.weight.load(Ordering::Relaxed)),
+            0 => None,
+            at if now.saturating_sub(at) < silent_ms => Some(self.live.capacity.load(Ordering::Relaxed)),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn set_state(&self, state: ServerState) {
+        let code = match state {
+            ServerState::Ready => 0,
+            ServerState::Drain => 1,
+            ServerState::Maint => 2,
+        };
+        if self.state.swap(code, Ordering::Relaxed) != code && state == ServerState::Drain {
+            self.live.drain_since_ms.store(now_ms().max(1), Ordering::Relaxed);
+        }
+    }
+}
+
+/// A server runtime; `joins` is the group's slow start when the server joins a running
+/// switch (it then starts at the bottom of its ramp).
+pub(crate) fn new_server(s: &config::Server, joins: Option<Duration>) -> ServerRt {
+    let mut weight = s.weight;
+    if let Some(slow_start) = joins {
+        weight = ramp(s.weight, Duration::ZERO, slow_start);
+    }
+    let live = Live::new(weight);
+    if joins.is_some() {
+        live.ramp_from_ms.store(now_ms().max(1), Ordering::Relaxed);
+    }
+    let rt = ServerRt {
+        id: NEXT_SERVER_ID.fetch_add(1, Ordering::Relaxed),
+        name: s.name.clone(),
+        addr: s.addr,
+        weight: AtomicU32::new(s.weight),
+        state: AtomicU8::new(0),
+        leaving_since_ms: AtomicU64::new(0),
+        live,
+        active: AtomicU32::new(0),
+        queued: AtomicUsize::new(0),
+        slots: (s.maxconn > 0).then(|| Arc::new(Semaphore::new(s.maxconn as usize))),
+        maxconn: s.maxconn,
+        cookie: s.cookie.clone(),
+    };
+    rt.set_state(s.state);
+    if s.state != ServerState::Ready {
+        // Not usable until the control loop says so.
+        rt.live.effective_weight.store(0, Ordering::Relaxed);
+    }
+    rt
+}

@@ -1,0 +1,63 @@
+//! What every worker, the health thread and the admin API share: the current snapshot,
+//! the counters, the tables of `floor::tables`, the open-connection count and the
+//! shutdown signal. Everything here is atomic, sharded or swapped whole (no lock on the
+//! data path); `snapshot_writer` serialises the writers of new snapshots.
+
+use crate::floor::live::ListenerLive;
+use crate::floor::snapshot::Snapshot;
+use crate::floor::stats::Stats;
+use crate::floor::tables::last_server::LastServer;
+use crate::floor::tables::smtp_refusals::Refusals;
+use crate::floor::tables::sticky_ip::StickyIp;
+use crate::floor::tables::tls_sessions::TlsSessions;
+use arc_swap::ArcSwap;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// State shared by all workers and the control thread.
+pub struct Shared {
+    /// Current config generation.
+    pub snapshot: ArcSwap<Snapshot>,
+    /// Counters.
+    pub stats: Stats,
+    /// Client connections open, all workers.
+    pub client_conns: AtomicUsize,
+    /// Set once on SIGTERM / shutdown.
+    pub shutting_down: AtomicBool,
+    /// Woken once when `shutting_down` is set.
+    pub shutdown_notify: Notify,
+    /// Client addresses a `STICKY_IP` rule pinned to a server.
+    pub sticky_ip: StickyIp,
+    /// The last server each client address used (pre-allocation).
+    pub last_server: LastServer,
+    /// Recipients SMTP servers refused after the switch had accepted them.
+    pub smtp_refusals: Refusals,
+    /// TLS session IDs servers issued → server (passthrough listeners).
+    pub tls_sessions: TlsSessions,
+    /// Bumped whenever the health control loop changes an effective weight: schedulers
+    /// rebuild when it moves.
+    pub weights_epoch: std::sync::atomic::AtomicU64,
+    /// Per-listener traffic, in config order.
+    pub listeners: Vec<ListenerLive>,
+    /// When the switch started.
+    pub started: std::time::Instant,
+    /// Held by whoever builds and stores a new snapshot (reload, admin edits, the health
+    /// loop dropping servers that finished leaving), so no update is lost between them.
+    pub snapshot_writer: std::sync::Mutex<()>,
+}
+
+impl Shared {
+    /// Rebuilds the current snapshot from its own config (generation + 1): servers that
+    /// finished leaving drop out. Rules and everything else carry over.
+    pub fn rebuild_snapshot(&self) {
+        let _writer = self.snapshot_writer.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.snapshot.load_full();
+        let parts = crate::floor::snapshot::ListenerParts {
+            rules: current.listeners.iter().map(|l| l.rules.clone()).collect(),
+            tls: current.listeners.iter().map(|l| l.tls.clone()).collect(),
+        };
+        let next = Snapshot::build(current.config.clone(), parts, Some(&current), current.generation + 1);
+        self.snapshot.store(Arc::new(next));
+    }
+}

@@ -1,0 +1,177 @@
+//! A client connection's byte stream: plain TCP, or TLS terminated by the switch. The
+//! request phases are written against `AsyncRead` / `AsyncWrite`, so they take either;
+//! `split` gives independent halves (zero-cost for TCP; a shared lock for TLS, whose
+//! reads and writes share one session state). `handshake` makes the TLS kind, for HTTP
+//! listeners at accept and for mail listeners at STARTTLS.
+
+use crate::floor::stats::Counter;
+use crate::floor::worker::Worker;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf, WriteHalf};
+use tokio::net::tcp::{ReadHalf as TcpRead, WriteHalf as TcpWrite};
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+
+/// The client's stream.
+pub enum ClientStream {
+    /// Plain TCP.
+    Plain(TcpStream),
+    /// TLS terminated here (boxed: the session state is large, most connections are plain).
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl ClientStream {
+    /// The TCP socket underneath.
+    pub fn tcp(&self) -> &TcpStream {
+        match self {
+            ClientStream::Plain(s) => s,
+            ClientStream::Tls(s) => s.get_ref().0,
+        }
+    }
+
+    /// Whether the switch terminates TLS on this connection.
+    pub fn is_tls(&self) -> bool {
+        matches!(self, ClientStream::Tls(_))
+    }
+
+    /// Ready to read. For TLS this means the socket is readable or the session already
+    /// holds decrypted bytes; a wake-up for a record that carries no data (an alert, a key
+    /// update) makes the next read wait within the head timeout, which is harmless.
+    pub fn poll_read_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self {
+            ClientStream::Plain(s) => s.poll_read_ready(cx),
+            ClientStream::Tls(s) => {
+                let (tcp, session) = s.get_mut();
+                let buffered = session.process_new_packets().map(|state| state.plaintext_bytes_to_read() > 0);
+                match buffered {
+                    Ok(true) | Err(_) => Poll::Ready(Ok(())),
+                    Ok(false) => tcp.poll_read_ready(cx),
+                }
+            }
+        }
+    }
+
+    /// STARTTLS / STLS: the TLS handshake on this plain stream with `acceptor` (the
+    /// listener's certificates); `None` when there is none, the stream is TLS already, or
+    /// the handshake failed (counted, logged): the connection then closes.
+    pub async fn start_tls(
+        self,
+        worker: &Worker,
+        acceptor: Option<tokio_rustls::TlsAcceptor>,
+        peer: SocketAddr,
+    ) -> Option<ClientStream> {
+        let (ClientStream::Plain(tcp), Some(acceptor)) = (self, acceptor) else { return None };
+        let tls = handshake(worker, acceptor, tcp, peer).await?;
+        Some(ClientStream::Tls(Box::new(tls)))
+    }
+
+    /// Independent read and write halves.
+    pub fn split(&mut self) -> (ClientRead<'_>, ClientWrite<'_>) {
+        match self {
+            ClientStream::Plain(s) => {
+                let (r, w) = s.split();
+                (ClientRead::Plain(r), ClientWrite::Plain(w))
+            }
+            ClientStream::Tls(s) => {
+                let (r, w) = tokio::io::split(&mut **s);
+                (ClientRead::Tls(r), ClientWrite::Tls(w))
+            }
+        }
+    }
+}
+
+/// The read half of a [`ClientStream`].
+pub enum ClientRead<'a> {
+    /// TCP.
+    Plain(TcpRead<'a>),
+    /// TLS.
+    Tls(ReadHalf<&'a mut TlsStream<TcpStream>>),
+}
+
+/// The write half of a [`ClientStream`].
+pub enum ClientWrite<'a> {
+    /// TCP.
+    Plain(TcpWrite<'a>),
+    /// TLS.
+    Tls(WriteHalf<&'a mut TlsStream<TcpStream>>),
+}
+
+macro_rules! delegate_read {
+    ($ty:ty, $($variant:ident),*) => {
+        impl AsyncRead for $ty {
+            fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+                match self.get_mut() {
+                    $(Self::$variant(s) => Pin::new(s).poll_read(cx, buf),)*
+                }
+            }
+        }
+    };
+}
+
+macro_rules! delegate_write {
+    ($ty:ty, $($variant:ident),*) => {
+        impl AsyncWrite for $ty {
+            fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+                match self.get_mut() {
+                    $(Self::$variant(s) => Pin::new(s).poll_write(cx, buf),)*
+                }
+            }
+            fn poll_write_vectored(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                bufs: &[io::IoSlice<'_>],
+            ) -> Poll<io::Result<usize>> {
+                match self.get_mut() {
+                    $(Self::$variant(s) => Pin::new(s).poll_write_vectored(cx, bufs),)*
+                }
+            }
+            fn is_write_vectored(&self) -> bool {
+                match self {
+                    $(Self::$variant(s) => s.is_write_vectored(),)*
+                }
+            }
+            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                match self.get_mut() {
+                    $(Self::$variant(s) => Pin::new(s).poll_flush(cx),)*
+                }
+            }
+            fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                match self.get_mut() {
+                    $(Self::$variant(s) => Pin::new(s).poll_shutdown(cx),)*
+                }
+            }
+        }
+    };
+}
+
+delegate_read!(ClientStream, Plain, Tls);
+delegate_write!(ClientStream, Plain, Tls);
+delegate_read!(ClientRead<'_>, Plain, Tls);
+delegate_write!(ClientWrite<'_>, Plain, Tls);
+
+/// The TLS handshake of a terminating listener, within `client_head`; failures are
+/// counted and logged, and close the connection.
+pub async fn handshake(
+    worker: &Worker,
+    acceptor: tokio_rustls::TlsAcceptor,
+    stream: TcpStream,
+    peer: SocketAddr,
+) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+    let limit = worker.shared.snapshot.load().config.timeouts.client_head;
+    match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => Some(tls),
+        Ok(Err(e)) => {
+            worker.shared.stats.inc(Counter::TlsHandshakeFailed);
+            tracing::info!(client = %peer, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            worker.shared.stats.inc(Counter::TlsHandshakeFailed);
+            tracing::info!(client = %peer, "TLS handshake not done in time");
+            None
+        }
+    }
+}

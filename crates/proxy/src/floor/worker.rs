@@ -1,0 +1,85 @@
+//! Per-worker state: one worker is one thread with one single-threaded tokio runtime
+//! (DESIGN.md §4), so everything here is used without a lock: idle server connections,
+//! spare buffers, the worker's scheduler instances, rule evaluation scratch, and the
+//! count of requests in progress that shutdown waits for. Wings keep their own per-worker
+//! spares (HTTP scratch spaces, the access-log buffer) in thread-locals.
+
+use crate::floor::buf::BufPool;
+use crate::floor::pool::Pools;
+use crate::floor::schedulers::WorkerSchedulers;
+use crate::floor::shared::Shared;
+use balance::Candidate;
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::sync::Notify;
+
+/// Per-worker state; lives in an `Rc` on the worker's thread.
+pub struct Worker {
+    /// Shared state.
+    pub shared: Arc<Shared>,
+    /// Idle server connections.
+    pub pools: Pools,
+    /// Connection buffers.
+    pub bufs: BufPool,
+    /// Scheduler per group (those not shared between workers).
+    pub schedulers: RefCell<WorkerSchedulers>,
+    /// Reused candidate list for picks.
+    pub candidates: RefCell<Vec<Candidate>>,
+    /// Rule evaluation scratch (used synchronously, never across an await).
+    pub eval: RefCell<rules::EvalState>,
+    /// Requests in progress on this worker.
+    pub busy: Cell<usize>,
+    /// Woken when shutdown starts (the accept loops stop).
+    pub shutdown: Notify,
+    /// Woken, during shutdown, whenever a request ends.
+    pub busy_ended: Notify,
+}
+
+impl Worker {
+    /// A worker's state, sized from the current snapshot's limits.
+    pub fn new(shared: Arc<Shared>) -> Worker {
+        let snap = shared.snapshot.load();
+        let limits = &snap.config.limits;
+        // A head must fit in one buffer, so the buffer is at least the head limit.
+        let buf_size = limits.buffer_bytes.max(limits.max_head_bytes + 1);
+        Worker {
+            pools: Pools::new(limits.pool_idle_per_server),
+            bufs: BufPool::new(buf_size, 16),
+            schedulers: RefCell::new(WorkerSchedulers::default()),
+            candidates: RefCell::new(Vec::new()),
+            eval: RefCell::new(rules::EvalState::new()),
+            busy: Cell::new(0),
+            shutdown: Notify::new(),
+            busy_ended: Notify::new(),
+            shared: Arc::clone(&shared),
+        }
+    }
+
+    /// True once shutdown has begun.
+    pub fn shutting_down(&self) -> bool {
+        self.shared.shutting_down.load(Ordering::Acquire)
+    }
+}
+
+/// Counts a request in progress; shutdown waits for these (idle connections are simply
+/// closed with the runtime: they have nothing in flight).
+pub struct BusyGuard<'a>(&'a Worker);
+
+impl<'a> BusyGuard<'a> {
+    /// Starts counting.
+    pub fn new(worker: &'a Worker) -> Self {
+        worker.busy.set(worker.busy.get() + 1);
+        BusyGuard(worker)
+    }
+}
+
+impl Drop for BusyGuard<'_> {
+    fn drop(&mut self) {
+        let w = self.0;
+        w.busy.set(w.busy.get() - 1);
+        if w.shutting_down() {
+            w.busy_ended.notify_waiters();
+        }
+    }
+}

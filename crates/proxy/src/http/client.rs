@@ -1,0 +1,53 @@
+//! The client side of an HTTP connection, and the state some features keep with it.
+
+use crate::floor::buf::IoBuf;
+use crate::floor::stream::ClientStream;
+use crate::floor::tables::sticky_ip::Target;
+use crate::upstream::prealloc::Prealloc;
+use std::net::SocketAddr;
+
+/// The client side of a connection.
+pub struct Client {
+    /// The socket (TLS-terminated or plain).
+    pub stream: ClientStream,
+    /// Its address.
+    pub peer: SocketAddr,
+    /// Bytes read and not yet handled; `None` while idle between requests.
+    pub buf: Option<IoBuf>,
+    /// What only some connections need, boxed so an idle connection does not carry it.
+    pub pins: Option<Box<Pins>>,
+}
+
+/// Per-connection state of the features that use it.
+#[derive(Default)]
+pub struct Pins {
+    /// Server this connection is pinned to by a `STICKY_IP_PORT` rule.
+    pub sticky: Option<Target>,
+    /// Server (id) the previous request went to (`connection_persistence` other than
+    /// `per_request`).
+    pub last_server: Option<u64>,
+    /// A server connection started at accept (`preallocate`), not yet used.
+    pub prealloc: Option<Prealloc>,
+}
+
+impl Client {
+    /// The connection's pins, created on first use.
+    pub fn pins_mut(&mut self) -> &mut Pins {
+        self.pins.get_or_insert_with(Default::default)
+    }
+
+    /// The `STICKY_IP_PORT` target, if a rule pinned this connection.
+    pub fn sticky(&self) -> Option<Target> {
+        self.pins.as_ref().and_then(|p| p.sticky)
+    }
+
+    /// The server of the previous request, when it is tracked.
+    pub fn last_server(&self) -> Option<u64> {
+        self.pins.as_ref().and_then(|p| p.last_server)
+    }
+
+    /// The pre-allocated connection, if it goes to `server`.
+    pub fn take_prealloc(&mut self, server: u64) -> Option<Prealloc> {
+        self.pins.as_mut()?.prealloc.take_if(|p| p.server == server)
+    }
+}

@@ -1,0 +1,104 @@
+//! Per-request working space, recycled through a per-worker spare list so requests do not
+//! allocate (a worker is a thread: the list is a thread-local).
+
+use crate::floor::buf::IoBuf;
+use crate::floor::worker::Worker;
+use crate::upstream::decide::Notes;
+use http1::{RequestHead, ResponseHead};
+use std::cell::RefCell;
+
+/// Per-request working space.
+pub struct Scratch {
+    /// The request head being handled.
+    pub req: RequestHead,
+    /// The response head being forwarded.
+    pub resp: ResponseHead,
+    /// The edited request head sent to the server (kept for retries).
+    pub req_out: Vec<u8>,
+    /// Output space for response heads and de-chunked bodies.
+    pub resp_out: Vec<u8>,
+    /// Buffer for bytes read from the server.
+    pub sbuf: IoBuf,
+    /// Method and target copied for the access log (the head's bytes are consumed early).
+    pub method: String,
+    /// See `method`.
+    pub target: String,
+    /// What the routing decision left: rule label, header edits, redirect, persistence.
+    pub notes: Notes,
+    /// Body bytes read before routing (the rules needed them), raw as they will be forwarded.
+    pub held: Vec<u8>,
+    /// The same body, de-chunked, for the rules.
+    pub payload: Vec<u8>,
+    /// The whole body is in `held` (or there is none): the request can be replayed.
+    pub body_complete: bool,
+    /// The request's hash key for the group's scheduler (valid when `has_key`).
+    pub key: Vec<u8>,
+    /// Whether `key` holds this request's key.
+    pub has_key: bool,
+    /// The client connection closes after this response (`connection_persistence = "close"`
+    /// and the request changed server).
+    pub close_after: bool,
+}
+
+impl Scratch {
+    fn new(worker: &Worker) -> Scratch {
+        Scratch {
+            req: RequestHead::new(),
+            resp: ResponseHead::new(),
+            req_out: Vec::with_capacity(1024),
+            resp_out: Vec::with_capacity(1024),
+            sbuf: worker.bufs.take(),
+            method: String::new(),
+            target: String::new(),
+            notes: Notes::default(),
+            held: Vec::new(),
+            payload: Vec::new(),
+            body_complete: false,
+            key: Vec::new(),
+            has_key: false,
+            close_after: false,
+        }
+    }
+
+    /// Forgets the previous request (and a body buffer a large body grew past 64 KiB, so a
+    /// burst of large bodies does not pin its memory in the recycled scratch spaces).
+    fn reset(&mut self) {
+        if self.held.capacity() > 64 * 1024 {
+            self.held = Vec::new();
+            self.payload = Vec::new();
+        }
+        self.notes.reset();
+        self.method.clear();
+        self.target.clear();
+        self.held.clear();
+        self.payload.clear();
+        self.body_complete = false;
+        self.has_key = false;
+        self.close_after = false;
+    }
+}
+
+/// Spare scratch spaces kept per worker; more are freed (a burst of concurrent requests
+/// should not pin its peak memory forever).
+const KEEP: usize = 16;
+
+thread_local! {
+    static SPARE: RefCell<Vec<Scratch>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A scratch space, reset, recycled when one is spare.
+pub fn take(worker: &Worker) -> Scratch {
+    let mut s = SPARE.with(|spare| spare.borrow_mut().pop()).unwrap_or_else(|| Scratch::new(worker));
+    s.reset();
+    s
+}
+
+/// Gives a scratch space back.
+pub fn give(scratch: Scratch) {
+    SPARE.with(|spare| {
+        let mut spare = spare.borrow_mut();
+        if spare.len() < KEEP {
+            spare.push(scratch);
+        }
+    });
+}

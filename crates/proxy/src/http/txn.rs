@@ -1,0 +1,129 @@
+//! One request, phase by phase (DESIGN.md §2). [`Txn`] is the transaction context every
+//! phase is a method of; [`handle`] runs the phases in order:
+//!
+//! read head (`head`) → admit (`head`) → route: stickiness, rules, persistence (`route`,
+//! over `upstream::decide`) → forward: pick, queue, connect, exchange, learn, with retries
+//! (`forward`, `exchange`, `reply`) → record and log (`observe::record`).
+
+use crate::floor::failure::Refusal;
+use crate::floor::io::write_all_parts;
+use crate::floor::snapshot::Snapshot;
+use crate::floor::stats::Counter;
+use crate::floor::worker::Worker;
+use crate::http::client::Client;
+use crate::http::head::{self, HeadFail};
+use crate::http::respond::write_refusal;
+use crate::http::scratch::Scratch;
+use crate::observe::record::{self, Entry, Outcome};
+use crate::upstream::decide::Act;
+use http1::BodyScanner;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A request in progress: what every phase needs.
+pub struct Txn<'a> {
+    /// The worker.
+    pub worker: &'a Worker,
+    /// The snapshot the request started on (it finishes on it).
+    pub snap: &'a Snapshot,
+    /// Listener index.
+    pub listener: usize,
+    /// The client connection.
+    pub client: &'a mut Client,
+    /// Working space.
+    pub s: &'a mut Scratch,
+    /// How it went, for the figures and the log.
+    pub outcome: Outcome,
+    /// When it started.
+    pub started: Instant,
+}
+
+/// Handles one request on `client`; true when the client connection stays open.
+pub async fn handle(
+    worker: &Worker,
+    snap: &Snapshot,
+    listener: usize,
+    client: &mut Client,
+    s: &mut Scratch,
+) -> bool {
+    let started = Instant::now();
+    let mut t = Txn { worker, snap, listener, client, s, outcome: Outcome::default(), started };
+    let keep = t.run().await;
+    t.record();
+    keep
+}
+
+impl Txn<'_> {
+    /// The phases, in order.
+    async fn run(&mut self) -> bool {
+        match head::read(self.snap, self.client, &mut self.s.req, self.started).await {
+            Ok(()) => self.on_head(),
+            Err(HeadFail::Closed) => return false,
+            Err(HeadFail::Refuse(r, counter)) => return self.refuse_counted(r, counter).await,
+        }
+        if let Some((r, counter)) = head::admit(self.snap, &self.s.req) {
+            return self.refuse_counted(r, counter).await;
+        }
+        let mut body = BodyScanner::new(self.s.req.body, self.snap.max_body);
+        let decision = match self.route(&mut body).await {
+            Ok(d) => d,
+            Err(end) => return end,
+        };
+        match decision.act {
+            Act::Forward => self.forward(&decision, &body).await,
+            Act::Redirect(status) => self.redirect(status).await,
+            Act::Deny(status) => self.refuse(Refusal::new(status, "denied by rule")).await,
+            Act::Drop => {
+                self.outcome.error = Some("dropped by rule");
+                false
+            }
+        }
+    }
+
+    /// A valid head arrived: count it, keep its start line for the log.
+    fn on_head(&mut self) {
+        self.worker.shared.stats.inc(Counter::Requests);
+        self.s.method.clear();
+        self.s.target.clear();
+        let (Some(buf), true) = (self.client.buf.as_ref(), self.snap.config.access_log.enabled) else {
+            return;
+        };
+        let (bytes, req) = (buf.filled(), &self.s.req);
+        if req.target.end as usize <= bytes.len() {
+            self.s.method.push_str(&String::from_utf8_lossy(req.method.slice(bytes)));
+            self.s.target.push_str(&String::from_utf8_lossy(req.target.slice(bytes)));
+        }
+    }
+
+    /// Counts and logs a refusal of the request itself, then sends it.
+    async fn refuse_counted(&mut self, r: Refusal, counter: Counter) -> bool {
+        self.worker.shared.stats.inc(counter);
+        tracing::info!(client = %self.client.peer, status = r.status, reason = r.reason, "request refused");
+        self.refuse(r).await
+    }
+
+    /// Sends a refusal; the connection closes after it.
+    pub async fn refuse(&mut self, r: Refusal) -> bool {
+        self.s.resp_out.clear();
+        write_refusal(r, &mut self.s.resp_out);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let _ = write_all_parts(&mut self.client.stream, &[&self.s.resp_out], deadline).await;
+        self.outcome.status = r.status;
+        self.outcome.bytes_out += self.s.resp_out.len() as u64;
+        self.outcome.error = Some(r.reason);
+        false
+    }
+
+    /// The end of the request, in the figures and the log.
+    fn record(&self) {
+        let entry = Entry {
+            client: self.client.peer,
+            listener: self.listener,
+            rule: &self.s.notes.rule,
+            method: &self.s.method,
+            target: &self.s.target,
+            started: self.started,
+        };
+        record::finish(&self.worker.shared, self.snap, &entry, &self.outcome);
+    }
+}

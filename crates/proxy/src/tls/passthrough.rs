@@ -1,0 +1,231 @@
+//! TLS passthrough (`protocol = "tls"`): read the ClientHello (however it is split), let
+//! the rules route on `tls.sni`, `tls.alpn`, `tls.session_id`, `tls.version`, connect, and
+//! tunnel the bytes untouched. Session-ID persistence (seed 000 §1): the session ID a
+//! server issues in its ServerHello (TLS ≤ 1.2) is remembered, and a client that resumes
+//! with it goes back to that server.
+
+use crate::floor::buf::IoBuf;
+use crate::floor::io::{read_some, IoFail};
+use crate::floor::snapshot::Snapshot;
+use crate::floor::stats::Counter;
+use crate::floor::tables::sticky_ip::Target;
+use crate::floor::worker::Worker;
+use crate::observe::record::{self, Entry, Outcome};
+use crate::upstream::connect::pick_and_connect;
+use crate::upstream::decide::{self, Decision};
+use crate::upstream::tunnel;
+use config::HashKey;
+use rules::ProtoField;
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+use tls::{ClientHello, ClientHelloReader, Progress, ServerHelloReader};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// Serves one TLS connection on listener `listener`.
+pub async fn serve(worker: Rc<Worker>, mut client: TcpStream, peer: SocketAddr, listener: usize) {
+    let started = Instant::now();
+    let snap = worker.shared.snapshot.load_full();
+    let mut cbuf = worker.bufs.take();
+    if let Some(hello) = read_client_hello(&worker, &snap, &mut client, &mut cbuf, peer).await {
+        worker.shared.stats.inc(Counter::Requests);
+        let local = client.local_addr().unwrap_or(peer);
+        let fields = HelloFields::new(&hello, peer, local);
+        let mut outcome = Outcome::default();
+        let decision = fields.with_request(|req| {
+            decide::route_connection(&worker, &snap, listener, req, Some(&hello.session_id))
+        });
+        match decision {
+            Some(d) => {
+                let mut sbuf = worker.bufs.take();
+                let mut ends = Ends { client: &mut client, cbuf: &mut cbuf, sbuf: &mut sbuf };
+                forward(&worker, &snap, listener, &d, &fields, &mut ends, &mut outcome).await;
+                worker.bufs.give(sbuf);
+            }
+            None => {
+                tracing::info!(client = %fields.src, sni = fields.sni_str(), "TLS connection refused by rule");
+                outcome.error = Some("refused by rule");
+            }
+        }
+        let entry =
+            Entry { client: peer, listener, rule: "", method: "TLS", target: fields.sni_str(), started };
+        record::finish(&worker.shared, &snap, &entry, &outcome);
+    }
+    worker.bufs.give(cbuf);
+}
+
+/// Reads until the ClientHello is whole; its bytes stay in `buf`, to be forwarded as they
+/// came. `None`: the client left, was too slow, or sent no valid hello (counted, logged).
+async fn read_client_hello(
+    worker: &Worker,
+    snap: &Snapshot,
+    client: &mut TcpStream,
+    buf: &mut IoBuf,
+    peer: SocketAddr,
+) -> Option<ClientHello> {
+    let mut reader = ClientHelloReader::new(tls::DEFAULT_MAX_BYTES.min(buf.capacity()));
+    let deadline = Instant::now() + snap.config.timeouts.client_head;
+    loop {
+        let before = buf.len();
+        match read_some(client, buf, deadline).await {
+            Ok(0) | Err(IoFail::Io) => return None,
+            Ok(_) => {}
+            Err(IoFail::Timeout) => {
+                worker.shared.stats.inc(Counter::HeadTimeout);
+                tracing::info!(client = %peer, "TLS connection closed: no ClientHello in time");
+                return None;
+            }
+        }
+        match reader.push(&buf.filled()[before..]) {
+            Progress::NeedMore if buf.is_full() => {
+                worker.shared.stats.inc(Counter::TlsMalformed);
+                tracing::info!(client = %peer, "TLS connection closed: ClientHello larger than the buffer");
+                return None;
+            }
+            Progress::NeedMore => {}
+            Progress::Done(hello) => return Some(hello),
+            Progress::Malformed(e) => {
+                worker.shared.stats.inc(Counter::TlsMalformed);
+                tracing::info!(client = %peer, reason = %e, "TLS connection closed: malformed ClientHello");
+                return None;
+            }
+        }
+    }
+}
+
+/// The client's socket and the buffers of both directions.
+struct Ends<'a> {
+    client: &'a mut TcpStream,
+    cbuf: &'a mut IoBuf,
+    sbuf: &'a mut IoBuf,
+}
+
+/// Pick and connect (`upstream::connect`), send the hello, learn the server's session
+/// ID from its ServerHello, then tunnel.
+async fn forward(
+    worker: &Worker,
+    snap: &Snapshot,
+    listener: usize,
+    d: &Decision,
+    fields: &HelloFields,
+    ends: &mut Ends<'_>,
+    out: &mut Outcome,
+) {
+    let g = snap.group(d.group);
+    out.group = Some(d.group);
+    let mut key = Vec::new();
+    let has_key = g.scheduler.uses_key() && hash_key(&g.hash_key, fields, &mut key);
+    let key = has_key.then_some(key.as_slice());
+    let prefer = d.server.map(|(id, _)| id);
+    let mut up = match pick_and_connect(worker, snap, d.group, prefer, key).await {
+        Ok(up) => up,
+        Err(f) => {
+            out.error = f.answer.map(|r| r.reason);
+            return;
+        }
+    };
+    out.server = Some(up.index);
+    decide::remember_sticky_ip(
+        &worker.shared,
+        listener,
+        fields.src.ip(),
+        d.sticky,
+        Target { group: d.group, server: up.server.id },
+    );
+    out.bytes_in = ends.cbuf.len() as u64;
+    if up.stream.write_all(ends.cbuf.filled()).await.is_err() {
+        return;
+    }
+    ends.cbuf.clear();
+    learn_session(worker, snap, &mut up.stream, ends.sbuf, up.server.id).await;
+    out.bytes_out = ends.sbuf.len() as u64;
+    tunnel::run(ends.client, ends.cbuf, &mut up.stream, ends.sbuf, snap.config.timeouts.tunnel_idle).await;
+}
+
+/// Reads the server's first bytes until its ServerHello is whole (they stay in `sbuf`, to
+/// be forwarded) and remembers the session ID it issued, when it is one a client can
+/// resume with (TLS ≤ 1.2). Anything else is left to the tunnel as it is.
+async fn learn_session(
+    worker: &Worker,
+    snap: &Snapshot,
+    upstream: &mut TcpStream,
+    sbuf: &mut IoBuf,
+    server: u64,
+) {
+    let mut reader = ServerHelloReader::new(tls::DEFAULT_MAX_BYTES.min(sbuf.capacity()));
+    let deadline = Instant::now() + snap.config.timeouts.server_response;
+    loop {
+        let before = sbuf.len();
+        match read_some(upstream, sbuf, deadline).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        match reader.push(&sbuf.filled()[before..]) {
+            Progress::NeedMore if !sbuf.is_full() => {}
+            Progress::Done(hello) if hello.resumption_via_session_id() => {
+                worker.shared.tls_sessions.put(hello.session_id.into_boxed_slice(), server);
+                return;
+            }
+            _ => return,
+        }
+    }
+}
+
+/// The scheduler key of a TLS connection: the client address for `srcip`, else the SNI
+/// (a hello has no URL, path or headers).
+fn hash_key(key: &HashKey, fields: &HelloFields, out: &mut Vec<u8>) -> bool {
+    out.clear();
+    match key {
+        HashKey::SrcIp => match fields.src.ip() {
+            IpAddr::V4(v4) => out.extend_from_slice(&v4.octets()),
+            IpAddr::V6(v6) => out.extend_from_slice(&v6.octets()),
+        },
+        _ => match &fields.sni {
+            Some(sni) => out.extend_from_slice(sni.as_bytes()),
+            None => return false,
+        },
+    }
+    true
+}
+
+/// What the rules and the scheduler read from a ClientHello.
+struct HelloFields {
+    src: SocketAddr,
+    dst: SocketAddr,
+    sni: Option<String>,
+    alpn: String,
+    session_id: String,
+    version: String,
+}
+
+impl HelloFields {
+    fn new(hello: &ClientHello, src: SocketAddr, dst: SocketAddr) -> Self {
+        HelloFields {
+            src,
+            dst,
+            sni: hello.sni.clone(),
+            alpn: hello.alpn_joined(),
+            session_id: hello.session_id_hex(),
+            version: hello.version.to_string(),
+        }
+    }
+
+    fn sni_str(&self) -> &str {
+        self.sni.as_deref().unwrap_or("-")
+    }
+
+    /// The rules' view: `tls.*` fields, the addresses, and `host` = the SNI.
+    fn with_request<T>(&self, f: impl FnOnce(&rules::ConnectionRequest<'_>) -> T) -> T {
+        let sni = self.sni.as_deref().map(str::as_bytes);
+        let mut fields: Vec<(ProtoField, &[u8])> = vec![
+            (ProtoField::TlsAlpn, self.alpn.as_bytes()),
+            (ProtoField::TlsSessionId, self.session_id.as_bytes()),
+            (ProtoField::TlsVersion, self.version.as_bytes()),
+        ];
+        if let Some(sni) = sni {
+            fields.push((ProtoField::TlsSni, sni));
+        }
+        f(&rules::ConnectionRequest { src: self.src, dst: self.dst, host: sni, fields: &fields })
+    }
+}
