@@ -52,6 +52,9 @@ pub struct Explanation {
     pub hash_key: Option<String>,
     /// Header fields set on the forwarded request (rules' setHeader, persistence).
     pub set_headers: Vec<(String, String)>,
+    /// The head had bare LF line ends (a request written by hand) and was read as if each
+    /// were CRLF; the switch itself refuses bare LF with 400.
+    pub lf_read_as_crlf: bool,
 }
 
 /// Explains `raw` arriving from `src` on `listener` (default: the first) of a config, with
@@ -90,6 +93,9 @@ pub fn explain(
         return Err(format!("explain reads HTTP requests; listener `{}` is not an HTTP listener", l.name));
     }
     let mut out = Explanation { listener: l.name.clone(), ..Explanation::default() };
+    let crlf = hand_written_head(raw);
+    out.lf_read_as_crlf = crlf.is_some();
+    let raw = crlf.as_deref().unwrap_or(raw);
     let mut req = RequestHead::new();
     let limit = head::buffer_size(snap);
     let seen = &raw[..raw.len().min(limit)];
@@ -134,6 +140,24 @@ pub fn explain(
         choose_server(snap, &d, &head_only, &mut out);
     }
     Ok(out)
+}
+
+/// A head written by hand (an editor's bare LF line ends, no CR anywhere in it) with CRLF
+/// line ends, the body left as it is; `None` for anything else.
+fn hand_written_head(raw: &[u8]) -> Option<Vec<u8>> {
+    let end = raw.windows(2).position(|w| w == b"\n\n")? + 2;
+    if raw[..end].contains(&b'\r') {
+        return None;
+    }
+    let mut out = Vec::with_capacity(raw.len() + 64);
+    for &b in &raw[..end] {
+        if b == b'\n' {
+            out.push(b'\r');
+        }
+        out.push(b);
+    }
+    out.extend_from_slice(&raw[end..]);
+    Some(out)
 }
 
 /// The body as the route phase buffers it for the rules: de-chunked, within the cap.

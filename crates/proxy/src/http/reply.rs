@@ -107,7 +107,7 @@ where
     out.clear();
     write_head(ctx, sbuf.filled(), resp, &rw, out);
     sbuf.consume(resp.head_len);
-    forward_body(sr, cw, ctx, resp.body, dechunk, sbuf, out, outcome).await?;
+    forward_body(sr, cw, ctx, Framing { kind: resp.body, dechunk }, sbuf, out, outcome).await?;
     let server_reusable = resp.keep_alive && resp.body != BodyKind::UntilClose && sbuf.is_empty();
     Ok(Replied::Complete { server_reusable, keep_client })
 }
@@ -241,14 +241,19 @@ async fn forward_upgrade<CW: AsyncWrite + Unpin>(
     Ok(Replied::Upgraded)
 }
 
+/// How the response body is framed, and whether it is de-chunked for an HTTP/1.0 client.
+#[derive(Clone, Copy)]
+struct Framing {
+    kind: BodyKind,
+    dechunk: bool,
+}
+
 /// Streams the body: the head in `out` leaves with the first body bytes in one write.
-#[allow(clippy::too_many_arguments)]
 async fn forward_body<SR, CW>(
     sr: &mut SR,
     cw: &mut CW,
     ctx: &ReplyCtx<'_>,
-    kind: BodyKind,
-    dechunk: bool,
+    Framing { kind, dechunk }: Framing,
     sbuf: &mut IoBuf,
     out: &mut Vec<u8>,
     outcome: &mut Outcome,

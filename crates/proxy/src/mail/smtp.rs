@@ -116,7 +116,6 @@ async fn session(ctx: &Ctx<'_>, mut client: ClientStream, mut front: Front, mut 
 
 /// The server took the envelope: its answer to the client, the client's bytes after DATA to
 /// the server, then the tunnel; the session is recorded at its end.
-#[allow(clippy::too_many_arguments)]
 async fn tunnel_to(
     ctx: &Ctx<'_>,
     client: &mut ClientStream,
