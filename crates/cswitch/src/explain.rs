@@ -28,9 +28,10 @@ pub fn run(config: &Path, request: &Path, src: SocketAddr, listener: Option<&str
         println!("hash key: {key}");
     }
     match (&e.group, &e.server, &e.server_addr) {
-        (Some(_), Some(server), Some(addr)) => {
-            println!("server: {server} ({addr}) — picked first with every server idle")
-        }
+        (Some(_), Some(server), Some(addr)) => match e.chosen_by {
+            Some(by) if by != "scheduler" => println!("server: {server} ({addr}) — chosen by {by}"),
+            _ => println!("server: {server} ({addr}) — picked first with every server idle"),
+        },
         (Some(group), _, _) => println!("server: none usable in group {group}"),
         _ => {}
     }
