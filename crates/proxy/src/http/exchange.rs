@@ -37,28 +37,10 @@ impl<'a> Txn<'a> {
         body: &BodyScanner,
     ) -> Result<bool, Failure> {
         let (worker, snap) = (self.worker, self.snap);
-        let stats = &worker.shared.stats;
-        let Some(cbuf) = self.client.buf.as_mut() else { return Err(Failure::client(None)) };
-        // The scratch space is recycled: nothing read from an earlier server may leak into
-        // this exchange (an aborted response can leave bytes behind).
-        self.s.sbuf.clear();
         // The scanner continues where the route phase left it (past any body it buffered);
         // a copy, so a retry starts from the same place.
         let mut body = body.clone();
-        let first = if self.s.body_complete {
-            http1::Scan { consumed: 0, done: true }
-        } else {
-            body.scan(cbuf.filled()).map_err(|e| Failure::client(Some(body_refusal(stats, e))))?
-        };
-        let deadline = Instant::now() + snap.config.timeouts.server_response;
-        let parts = [self.s.req_out.as_slice(), &self.s.held, &cbuf.filled()[..first.consumed]];
-        if write_all_parts(&mut up.stream, &parts, deadline).await.is_err() {
-            stats.inc(Counter::ServerAborted);
-            return Err(Failure::unanswered(false, up.reused));
-        }
-        cbuf.consume(first.consumed);
-        self.outcome.bytes_in += first.consumed as u64;
-
+        let first_done = self.send_request(&mut up, &mut body).await?;
         let mut ctx = ReplyCtx::new(worker, snap, &self.s.req, up.reused);
         if self.s.close_after {
             ctx.close_client();
@@ -68,18 +50,43 @@ impl<'a> Txn<'a> {
             let found = &self.s.notes.persist;
             ctx.with_persistence(OnResponse { persist, found, server: up.server, index: up.index });
         }
+        let Some(cbuf) = self.client.buf.as_mut() else { return Err(Failure::client(None)) };
         let (mut cr, mut cw) = self.client.stream.split();
         let (mut sr, mut sw) = up.stream.split();
         let (resp, resp_out, sbuf) = (&mut self.s.resp, &mut self.s.resp_out, &mut self.s.sbuf);
         let reply = reply::forward(&mut sr, &mut cw, &ctx, resp, sbuf, resp_out, &mut self.outcome);
         let body_bytes = Cell::new(0u64);
-        let (end, pump) = if first.done {
+        let (end, pump) = if first_done {
             (Some(reply.await), Ok(()))
         } else {
             race(reply, pump_body(&mut cr, cbuf, &mut sw, &mut body, snap, &body_bytes)).await
         };
         self.outcome.bytes_in += body_bytes.get();
         self.finish(up, end, pump).await
+    }
+
+    /// Writes the forwarded head, the body bytes held by the route phase and those already
+    /// buffered, in one write; true when that was the whole request.
+    async fn send_request(&mut self, up: &mut Upstream<'a>, body: &mut BodyScanner) -> Result<bool, Failure> {
+        let stats = &self.worker.shared.stats;
+        let Some(cbuf) = self.client.buf.as_mut() else { return Err(Failure::client(None)) };
+        // The scratch space is recycled: nothing read from an earlier server may leak into
+        // this exchange (an aborted response can leave bytes behind).
+        self.s.sbuf.clear();
+        let first = if self.s.body_complete {
+            http1::Scan { consumed: 0, done: true }
+        } else {
+            body.scan(cbuf.filled()).map_err(|e| Failure::client(Some(body_refusal(stats, e))))?
+        };
+        let deadline = Instant::now() + self.snap.config.timeouts.server_response;
+        let parts = [self.s.req_out.as_slice(), &self.s.held, &cbuf.filled()[..first.consumed]];
+        if write_all_parts(&mut up.stream, &parts, deadline).await.is_err() {
+            stats.inc(Counter::ServerAborted);
+            return Err(Failure::unanswered(false, up.reused));
+        }
+        cbuf.consume(first.consumed);
+        self.outcome.bytes_in += first.consumed as u64;
+        Ok(first.done)
     }
 
     /// What the response and the body pump left: the pool, a tunnel, or the failure.
