@@ -147,7 +147,15 @@ async fn metrics_parse_and_count_requests() {
             rig.who("/").await;
         }
         assert_eq!(testkit::get(rig.web, "/x.gif").await.unwrap().status, 403);
-        let r = rig.call("GET", "/metrics", "").await;
+        // A request is recorded just after its last byte leaves: wait until all six are.
+        let mut r = rig.call("GET", "/metrics", "").await;
+        for _ in 0..50 {
+            if r.text().contains("cswitch_listener_requests_total{listener=\"web\"} 6\n") {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            r = rig.call("GET", "/metrics", "").await;
+        }
         assert_eq!(r.status, 200);
         assert_eq!(
             r.response.header("Content-Type"),
