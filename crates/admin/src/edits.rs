@@ -4,8 +4,8 @@
 //! [`proxy::Switch::apply`] — the reload path — so an edit is applied whole or not at all
 //! and a refused one leaves the generation as it was.
 
+use crate::ctx::Ctx;
 use crate::http::Response;
-use crate::server::Ctx;
 use config::edit::{self, EditError};
 use config::{Config, Server, ServerState};
 use serde::{Deserialize, Serialize};

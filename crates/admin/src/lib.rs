@@ -7,13 +7,15 @@
 //! nothing is ever half-applied. It runs on its own thread with a single-threaded runtime,
 //! away from the workers: a slow scrape or a reload never takes a worker's event loop.
 //!
-//! Layout: `server` (accept loop, connection limit, one request per connection), `http`
+//! Layout: `server` (accept loop, connection limit, one request per connection), `ctx`
+//! (what every handler shares: the switch, the edit lock, the token rule), `http`
 //! (request reading with size and time limits, responses), `auth` (the token: Bearer or
 //! Basic, compared in constant time), `routes` (path and method → handler, the read-only
 //! views and explain), `edits` (the mutations, serialized, and drain-then-remove),
 //! `metrics` (the Prometheus exposition built from the views at each scrape).
 
 mod auth;
+mod ctx;
 mod edits;
 mod http;
 mod metrics;
@@ -69,7 +71,7 @@ pub fn start(switch: Arc<Switch>) -> io::Result<Option<AdminHandle>> {
     let addr = listener.local_addr()?;
     // Built here, not on the thread, so a runtime that cannot start is an error to the caller.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let ctx = Arc::new(server::Ctx::new(switch, admin.token, addr));
+    let ctx = Arc::new(ctx::Ctx::new(switch, admin.token, addr));
     let (stop, stopped) = oneshot::channel();
     let thread = std::thread::Builder::new()
         .name("cswitch-admin".into())

@@ -1,8 +1,8 @@
 //! Path and method → handler, and the read-only handlers: the switch's views as JSON, the
 //! metrics, the stats page and explain. Mutations live in `edits`.
 
+use crate::ctx::Ctx;
 use crate::http::{Request, Response};
-use crate::server::Ctx;
 use std::net::SocketAddr;
 use std::sync::Arc;
 

@@ -2,14 +2,14 @@
 //! before reading any body, answer, close. At most 64 admin connections are served at
 //! once; more wait in the kernel's backlog rather than cost memory here.
 
+use crate::ctx::Ctx;
 use crate::http::{self, Request, Response};
-use proxy::Switch;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{oneshot, Mutex, Semaphore};
+use tokio::sync::{oneshot, Semaphore};
 
 /// Admin connections served at once.
 const MAX_CONNECTIONS: usize = 64;
@@ -18,28 +18,6 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// After answering, how long unread request bytes are drained so closing does not reset
 /// the connection (a reset can destroy the answer before the client reads it).
 const LINGER: Duration = Duration::from_secs(1);
-
-/// What every handler shares.
-pub(crate) struct Ctx {
-    pub(crate) switch: Arc<Switch>,
-    /// Held by every mutation from reading the config to applying the edit, so two edits
-    /// never start from the same config and lose one another.
-    pub(crate) edits: Mutex<()>,
-    /// The token when the listener started (see `auth::required_token`).
-    token_at_start: Option<String>,
-    bound: SocketAddr,
-}
-
-impl Ctx {
-    pub(crate) fn new(switch: Arc<Switch>, token: Option<String>, bound: SocketAddr) -> Ctx {
-        Ctx { switch, edits: Mutex::new(()), token_at_start: token, bound }
-    }
-
-    fn required_token(&self) -> Option<String> {
-        let config = self.switch.config();
-        crate::auth::required_token(config.admin.as_ref(), self.token_at_start.as_deref(), self.bound)
-    }
-}
 
 /// Serves until `stop` fires (or its sender is dropped).
 pub(crate) async fn serve(listener: std::net::TcpListener, ctx: Arc<Ctx>, mut stop: oneshot::Receiver<()>) {
