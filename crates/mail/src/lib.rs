@@ -16,13 +16,15 @@
 //!   writes the commands to send and ends with an `Outcome` that says what the client gets.
 //!
 //! Layout: [`smtp`] (front, replay, replies, addresses, the refusal policy and its cache),
-//! [`pop3`], [`imap`] (front, replay, literal-aware command syntax); private `line` (CRLF
+//! [`pop3`], [`imap`] (front, replay, literal-aware command syntax), [`login`] (one
+//! vocabulary over POP3 and IMAP: front, replay, outcome); private `line` (CRLF
 //! line splitting with limits, shared by all three). [`ServerError`] is what a misbehaving
 //! server causes; [`Secret`] keeps passwords out of `Debug` output.
 
 mod error;
 pub mod imap;
 mod line;
+pub mod login;
 pub mod pop3;
 mod secret;
 pub mod smtp;

@@ -134,7 +134,7 @@ async fn dispatch(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, liste
         }
         config::Protocol::Smtp => crate::mail::smtp::serve(Rc::clone(&worker), stream, peer, listener).await,
         config::Protocol::Pop3 | config::Protocol::Imap => {
-            crate::mail_login::serve(Rc::clone(&worker), stream, peer, listener).await
+            crate::mail::login::serve(Rc::clone(&worker), stream, peer, listener).await
         }
         config::Protocol::Http => {
             let stream = match acceptor {

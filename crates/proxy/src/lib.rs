@@ -25,7 +25,6 @@ mod floor;
 mod health;
 mod http;
 mod mail;
-mod mail_login;
 mod observe;
 mod switch;
 mod tls;
@@ -36,33 +35,3 @@ pub use observe::view;
 pub use switch::{compile_rules, EditFailed, ReloadError, RuleErrors, Switch};
 pub use tls::termination::check_pair as check_tls_pair;
 pub use upstream::pick::extract_key;
-
-// Paths the POP3/IMAP listener (`mail_login.rs`, being reworked) still uses.
-use floor::{buf, io, snapshot, stats, worker};
-use mail::dialogue;
-use upstream::tunnel;
-
-/// The old connection-level steps, for `mail_login.rs` until it moves into `mail/`.
-mod connect {
-    use crate::floor::snapshot::{ListenerRt, Snapshot};
-    use crate::floor::worker::Worker;
-    pub use crate::upstream::connect::Upstream;
-
-    /// See `upstream::connect::pick_and_connect`.
-    pub async fn pick_and_connect<'s>(
-        worker: &Worker,
-        snap: &'s Snapshot,
-        group: usize,
-        prefer: Option<u64>,
-        key: Option<&[u8]>,
-    ) -> Option<Upstream<'s>> {
-        crate::upstream::connect::pick_and_connect(worker, snap, group, prefer, key).await.ok()
-    }
-
-    /// See `upstream::decide::route_connection`.
-    pub fn route(worker: &Worker, l: &ListenerRt, req: &rules::ConnectionRequest<'_>) -> Option<usize> {
-        let snap = worker.shared.snapshot.load();
-        let listener = snap.listeners.iter().position(|x| x.name == l.name)?;
-        crate::upstream::decide::route_connection(worker, &snap, listener, req, None).map(|d| d.group)
-    }
-}

@@ -21,8 +21,9 @@ mod front;
 mod replay;
 mod syntax;
 
+pub use crate::login::{Cause, Outcome};
 pub use front::{Event, Front, FrontConfig};
-pub use replay::{Cause, Outcome, Replay, ReplayConfig};
+pub use replay::{Replay, ReplayConfig};
 
 use crate::Secret;
 

@@ -4,6 +4,7 @@ use super::syntax::{literal_suffix, quoted};
 use super::{encode_plain, Credentials};
 use crate::error::excerpt;
 use crate::line::{Line, LineBuf};
+use crate::login::{Cause, Outcome};
 use crate::ServerError;
 
 /// The listener's settings for talking to IMAP servers.
@@ -20,41 +21,6 @@ impl Default for ReplayConfig {
     fn default() -> Self {
         ReplayConfig { max_line: 8192, max_response: 65536 }
     }
-}
-
-/// How a replay ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// The server took the login: write `to_client` (its untagged responses during the
-    /// login and its tagged OK), then [`super::Front::tunnel`]'s bytes to the server, and
-    /// tunnel both ways.
-    LoggedIn {
-        /// What the server said, verbatim, and anything it sent after it.
-        to_client: Vec<u8>,
-    },
-    /// No login: pass `to_client` to [`super::Front::login_failed`]. LOGOUT was written for
-    /// the server, which can be closed once it is flushed.
-    Refused {
-        /// The server's tagged NO / BAD, or the switch's `tag NO [UNAVAILABLE]`.
-        to_client: Vec<u8>,
-        /// What went wrong, for the log.
-        cause: Cause,
-    },
-}
-
-/// Why a replay did not log in.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Cause {
-    /// The greeting was not `* OK` (PREAUTH, BYE, …; the line, shortened).
-    Greeting(String),
-    /// The server broke the protocol.
-    Protocol(ServerError),
-    /// The server said BYE during the login (the line, shortened).
-    Bye(String),
-    /// The server answered the login NO or BAD (its line, shortened).
-    Rejected(String),
-    /// No server could be reached, or it closed or went silent before answering.
-    Unreachable(String),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

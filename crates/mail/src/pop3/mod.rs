@@ -16,8 +16,9 @@
 mod front;
 mod replay;
 
+pub use crate::login::{Cause, Outcome};
 pub use front::{Event, Front, FrontConfig};
-pub use replay::{Cause, Outcome, Replay, ReplayConfig};
+pub use replay::{Replay, ReplayConfig};
 
 /// `VERB arg` split at the first space; the verb uppercased. The argument keeps its bytes:
 /// a password may have spaces, and need not be UTF-8.

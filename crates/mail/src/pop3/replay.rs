@@ -2,6 +2,7 @@
 
 use crate::error::excerpt;
 use crate::line::{Line, LineBuf};
+use crate::login::{Cause, Outcome};
 use crate::{Secret, ServerError};
 
 /// The listener's settings for talking to POP3 servers.
@@ -15,38 +16,6 @@ impl Default for ReplayConfig {
     fn default() -> Self {
         ReplayConfig { max_line: 1024 }
     }
-}
-
-/// How a replay ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// The server took the login: write `to_client` (its `+OK`), then
-    /// [`super::Front::tunnel`]'s bytes to the server, and tunnel both ways.
-    LoggedIn {
-        /// The server's answer to PASS, and anything it sent after it.
-        to_client: Vec<u8>,
-    },
-    /// No login: pass `to_client` to [`super::Front::login_failed`]. QUIT was written for
-    /// the server, which can be closed once it is flushed.
-    Refused {
-        /// The server's `-ERR` line, or the switch's `-ERR [SYS/TEMP]`.
-        to_client: Vec<u8>,
-        /// What went wrong, for the log.
-        cause: Cause,
-    },
-}
-
-/// Why a replay did not log in.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Cause {
-    /// The greeting was not `+OK` (the line, shortened).
-    Greeting(String),
-    /// The server broke the protocol.
-    Protocol(ServerError),
-    /// The server refused USER or PASS (its line, shortened).
-    Rejected(String),
-    /// No server could be reached, or it closed or went silent before answering.
-    Unreachable(String),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

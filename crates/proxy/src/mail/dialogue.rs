@@ -1,4 +1,4 @@
-//! Socket plumbing shared by the listeners that speak a dialogue before routing (SMTP,
+//! Socket steps shared by the listeners that speak a dialogue before routing (SMTP,
 //! POP3, IMAP): flushing the switch's answers, waiting for the client's next commands, and
 //! running a sans-io replay against the chosen server until it has an outcome.
 
@@ -87,6 +87,16 @@ pub async fn converse<R: Replay>(
     }
 }
 
+impl Replay for mail::login::Replay {
+    type Outcome = mail::login::Outcome;
+    fn feed(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Option<Self::Outcome> {
+        mail::login::Replay::feed(self, bytes, out)
+    }
+    fn server_gone(&mut self, why: &str, out: &mut Vec<u8>) -> Self::Outcome {
+        mail::login::Replay::server_gone(self, why, out)
+    }
+}
+
 impl Replay for mail::smtp::Replay {
     type Outcome = mail::smtp::Outcome;
     fn feed(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Option<Self::Outcome> {
@@ -109,42 +119,4 @@ pub struct Ctx<'a> {
     pub peer: std::net::SocketAddr,
     /// The address the client connected to.
     pub local: std::net::SocketAddr,
-}
-
-/// How a dialogue ended: done, or the client asked for TLS (already answered) and the
-/// dialogue goes on over TLS with the same front.
-pub enum Ended<S, F> {
-    /// Closed, refused or tunnelled to the end.
-    Done,
-    /// STARTTLS / STLS: the plain stream and the front, for the handshake.
-    StartTls(S, Box<F>),
-}
-
-/// A protocol's dialogue over any stream (plain, or TLS after STARTTLS).
-pub trait Dialogue {
-    /// The protocol's client-side state.
-    type Front;
-    /// Runs the dialogue until it ends, tunnels, or asks for TLS.
-    async fn run<S: AsyncRead + AsyncWrite + Unpin>(
-        ctx: &Ctx<'_>,
-        client: S,
-        front: Self::Front,
-        out: Vec<u8>,
-    ) -> Ended<S, Self::Front>;
-}
-
-/// Runs dialogue `D` on a new connection; when the client asks for TLS and the listener
-/// has certificates, runs the handshake and continues over TLS (the fronts offer it once).
-pub async fn serve<D: Dialogue>(
-    ctx: &Ctx<'_>,
-    acceptor: Option<tokio_rustls::TlsAcceptor>,
-    client: TcpStream,
-    front: D::Front,
-    out: Vec<u8>,
-) {
-    let Ended::StartTls(tcp, front) = D::run(ctx, client, front, out).await else { return };
-    let Some(acceptor) = acceptor else { return };
-    if let Some(tls) = crate::floor::stream::handshake(ctx.worker, acceptor, tcp, ctx.peer).await {
-        let _ = D::run(ctx, tls, *front, Vec::new()).await;
-    }
 }

@@ -3,4 +3,5 @@
 //! and tunnel; `dialogue` holds the socket steps they share.
 
 pub mod dialogue;
+pub mod login;
 pub mod smtp;
