@@ -13,11 +13,12 @@ use crate::mail::dialogue::{converse, flush, next_bytes, Ctx};
 use crate::observe::record::{self, Entry, Outcome as Traffic};
 use crate::upstream::connect::{pick_and_connect, Upstream};
 use crate::upstream::decide;
+use crate::upstream::pick::push_ip;
 use crate::upstream::tunnel;
 use config::{HashKey, Protocol};
 use mail::login::{self, Event, Front, Outcome, Replay};
 use rules::ProtoField;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::rc::Rc;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -179,10 +180,7 @@ async fn tunnel_to(
 fn hash_key(key: &HashKey, fields: &LoginFields, out: &mut Vec<u8>) -> bool {
     out.clear();
     match key {
-        HashKey::SrcIp => match fields.src.ip() {
-            IpAddr::V4(v4) => out.extend_from_slice(&v4.octets()),
-            IpAddr::V6(v6) => out.extend_from_slice(&v6.octets()),
-        },
+        HashKey::SrcIp => push_ip(fields.src.ip(), out),
         _ => out.extend_from_slice(fields.user.as_bytes()),
     }
     true

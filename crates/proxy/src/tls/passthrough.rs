@@ -13,10 +13,11 @@ use crate::floor::worker::Worker;
 use crate::observe::record::{self, Entry, Outcome};
 use crate::upstream::connect::pick_and_connect;
 use crate::upstream::decide::{self, Decision};
+use crate::upstream::pick::push_ip;
 use crate::upstream::tunnel;
 use config::HashKey;
 use rules::ProtoField;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::rc::Rc;
 use tls::{ClientHello, ClientHelloReader, Progress, ServerHelloReader};
 use tokio::io::AsyncWriteExt;
@@ -177,10 +178,7 @@ async fn learn_session(
 fn hash_key(key: &HashKey, fields: &HelloFields, out: &mut Vec<u8>) -> bool {
     out.clear();
     match key {
-        HashKey::SrcIp => match fields.src.ip() {
-            IpAddr::V4(v4) => out.extend_from_slice(&v4.octets()),
-            IpAddr::V6(v6) => out.extend_from_slice(&v6.octets()),
-        },
+        HashKey::SrcIp => push_ip(fields.src.ip(), out),
         _ => match &fields.sni {
             Some(sni) => out.extend_from_slice(sni.as_bytes()),
             None => return false,

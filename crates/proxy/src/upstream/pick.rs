@@ -72,10 +72,7 @@ pub fn extract_key(key: &HashKey, req: &impl rules::Request, out: &mut Vec<u8>) 
         }
         HashKey::Arg(name) => balance::persist::url_param(target, name.as_bytes()),
         HashKey::SrcIp => {
-            match req.src().ip() {
-                IpAddr::V4(v4) => out.extend_from_slice(&v4.octets()),
-                IpAddr::V6(v6) => out.extend_from_slice(&v6.octets()),
-            }
+            push_ip(req.src().ip(), out);
             return true;
         }
     };
@@ -85,5 +82,13 @@ pub fn extract_key(key: &HashKey, req: &impl rules::Request, out: &mut Vec<u8>) 
             true
         }
         None => false,
+    }
+}
+
+/// Appends an address's octets: the `srcip` hash key of every listener.
+pub fn push_ip(ip: IpAddr, out: &mut Vec<u8>) {
+    match ip {
+        IpAddr::V4(v4) => out.extend_from_slice(&v4.octets()),
+        IpAddr::V6(v6) => out.extend_from_slice(&v6.octets()),
     }
 }
