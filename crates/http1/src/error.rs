@@ -31,6 +31,14 @@ pub enum HeadError {
     /// Control character or byte above 0x7E in the request-target (RFC 9112 §3.2) (→ 400).
     #[error("invalid byte in request-target")]
     BadTarget,
+    /// A request-target whose form does not fit the method (RFC 9112 §3.2): an asterisk
+    /// other than OPTIONS's `*`, an authority without CONNECT, neither origin form
+    /// (`/path`) nor absolute form (`http://host/path`), or a fragment (→ 400).
+    #[error("request-target form does not fit the method")]
+    BadTargetForm,
+    /// CONNECT: a content switch does not open tunnels to arbitrary hosts (→ 501).
+    #[error("CONNECT is not supported")]
+    Connect,
     /// HTTP/1.1 request without Host, or with several (RFC 9112 §3.2) (→ 400).
     #[error("missing or repeated Host header")]
     BadHost,
@@ -60,7 +68,7 @@ impl HeadError {
         match self {
             HeadError::HeadTooLarge | HeadError::TooManyHeaders => 431,
             HeadError::BadVersion => 505,
-            HeadError::UnknownCoding => 501,
+            HeadError::UnknownCoding | HeadError::Connect => 501,
             _ => 400,
         }
     }
@@ -77,6 +85,8 @@ impl HeadError {
             HeadError::ObsFold => "obsolete line folding",
             HeadError::SpaceBeforeColon => "whitespace before colon in header field",
             HeadError::BadTarget => "invalid byte in request-target",
+            HeadError::BadTargetForm => "request-target form does not fit the method",
+            HeadError::Connect => "CONNECT is not supported",
             HeadError::BadHost => "missing or repeated Host header",
             HeadError::LengthAndChunked => "both Content-Length and Transfer-Encoding",
             HeadError::BadContentLength => "invalid Content-Length",

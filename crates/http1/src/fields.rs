@@ -97,6 +97,8 @@ pub(crate) fn span(start: usize, end: usize) -> Span {
 pub(crate) struct Fields {
     /// Content-Length, if present (all its values equal).
     pub content_length: Option<u64>,
+    /// How many Content-Length values were sent (fields and list elements).
+    pub length_elements: usize,
     /// Transfer-Encoding codings, if the field is present.
     pub te: Option<Codings>,
     /// Connection lists `close`.
@@ -107,6 +109,10 @@ pub(crate) struct Fields {
     pub upgrade_token: bool,
     /// An Upgrade field is present.
     pub upgrade_field: bool,
+    /// Upgrade lists `websocket`.
+    pub upgrade_websocket: bool,
+    /// A Sec-WebSocket-Key field is present.
+    pub websocket_key: bool,
     /// Expect lists `100-continue`.
     pub expect_continue: bool,
     /// How many Host fields.
@@ -156,10 +162,14 @@ pub(crate) fn analyze(buf: &[u8], headers: &[HeaderSpan]) -> Result<Fields, Head
             6 if name.eq_ignore_ascii_case(b"expect") => {
                 f.expect_continue |= crate::syntax::list_has(value, b"100-continue");
             }
-            7 if name.eq_ignore_ascii_case(b"upgrade") => f.upgrade_field = true,
+            7 if name.eq_ignore_ascii_case(b"upgrade") => {
+                f.upgrade_field = true;
+                f.upgrade_websocket |= crate::syntax::list_has(value, b"websocket");
+            }
+            17 if name.eq_ignore_ascii_case(b"sec-websocket-key") => f.websocket_key = true,
             10 if name.eq_ignore_ascii_case(b"connection") => connection(value, &mut f),
             14 if name.eq_ignore_ascii_case(b"content-length") => {
-                content_length(value, &mut f.content_length)?;
+                f.length_elements += content_length(value, &mut f.content_length)?;
             }
             17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
                 codings(value, f.te.get_or_insert_with(Codings::default))?;
@@ -182,15 +192,17 @@ fn connection(value: &[u8], f: &mut Fields) {
 /// `Content-Length = 1*DIGIT` (RFC 9110 §8.6). A list of identical values (or repeated
 /// identical fields) is accepted as that value, as §8.6 allows; anything else is refused
 /// (RFC 9112 §6.3 rule 5): a sign, hex, an empty element, overflow, differing values.
-fn content_length(value: &[u8], seen: &mut Option<u64>) -> Result<(), HeadError> {
+fn content_length(value: &[u8], seen: &mut Option<u64>) -> Result<usize, HeadError> {
+    let mut count = 0;
     for e in list_elements(value) {
+        count += 1;
         let n = parse_decimal(e).ok_or(HeadError::BadContentLength)?;
         match seen {
             Some(prev) if *prev != n => return Err(HeadError::BadContentLength),
             _ => *seen = Some(n),
         }
     }
-    Ok(())
+    Ok(count)
 }
 
 /// `1*DIGIT` as a u64; `None` when empty, not all digits, or too large.
@@ -208,12 +220,14 @@ fn parse_decimal(s: &[u8]) -> Option<u64> {
     })
 }
 
-/// Adds one Transfer-Encoding field's codings to the running summary. Empty elements are
-/// skipped (RFC 9110 §5.6.1); a coding that is not a token makes the field malformed.
+/// Adds one Transfer-Encoding field's codings to the running summary. An empty element
+/// (`,chunked`) or a coding that is not a token makes the field malformed: RFC 9110
+/// §5.6.1 lets recipients skip empty elements, but a server that does not would read the
+/// body differently, so the request is refused.
 fn codings(value: &[u8], c: &mut Codings) -> Result<(), HeadError> {
     for e in list_elements(value) {
         if e.is_empty() {
-            continue;
+            return Err(HeadError::BadHeader);
         }
         let (name, params) = match memchr::memchr(b';', e) {
             Some(i) => (crate::syntax::trim_ows(e.get(..i).unwrap_or_default()), true),
@@ -256,31 +270,42 @@ pub(crate) fn check_framing(f: &Fields, version: Version) -> Result<(), HeadErro
 
 /// Host = uri-host [ ":" port ] (RFC 9110 §7.2, RFC 3986 §3.2.2): reg-name, IPv4 or an
 /// IP-literal in brackets; empty is allowed (RFC 9112 §3.2, for targets with no authority).
-fn valid_host(v: &[u8]) -> bool {
-    v.iter().all(|&b| {
-        b.is_ascii_alphanumeric()
-            || matches!(
-                b,
-                b'-' | b'.'
-                    | b'_'
-                    | b'~'
-                    | b'%'
-                    | b':'
-                    | b'['
-                    | b']'
-                    | b'!'
-                    | b'$'
-                    | b'&'
-                    | b'\''
-                    | b'('
-                    | b')'
-                    | b'*'
-                    | b'+'
-                    | b','
-                    | b';'
-                    | b'='
-            )
-    })
+/// A port, if any, is decimal digits.
+pub(crate) fn valid_host(v: &[u8]) -> bool {
+    let port = match v.first() {
+        Some(b'[') => memchr::memchr(b']', v).map(|i| &v[i + 1..]).unwrap_or_default(),
+        _ => memchr::memchr(b':', v).map(|i| &v[i..]).unwrap_or_default(),
+    };
+    let port_ok = match port.split_first() {
+        None => true,
+        Some((b':', digits)) => digits.iter().all(u8::is_ascii_digit),
+        Some(_) => false,
+    };
+    port_ok
+        && v.iter().all(|&b| {
+            b.is_ascii_alphanumeric()
+                || matches!(
+                    b,
+                    b'-' | b'.'
+                        | b'_'
+                        | b'~'
+                        | b'%'
+                        | b':'
+                        | b'['
+                        | b']'
+                        | b'!'
+                        | b'$'
+                        | b'&'
+                        | b'\''
+                        | b'('
+                        | b')'
+                        | b'*'
+                        | b'+'
+                        | b','
+                        | b';'
+                        | b'='
+                )
+        })
 }
 
 /// RFC 9112 §9.3: HTTP/1.1 persists unless `close`; HTTP/1.0 only with `keep-alive`

@@ -33,8 +33,15 @@ pub struct RequestHead {
     pub expect_continue: bool,
     /// `Upgrade` header present and `Connection` lists `upgrade` (e.g. WebSocket).
     pub upgrade: bool,
-    /// The Host field value, if present.
+    /// The host the request is for: the authority of an absolute-form target (RFC 9112
+    /// §3.2.2: it wins over the Host field, which is then rewritten to it), else the Host
+    /// field's value, if present.
     pub host: Option<Span>,
+    /// The authority of an absolute-form target (`http://authority/path`).
+    pub authority: Option<Span>,
+    /// Content-Length was sent as a list or repeated (all values equal): it is forwarded
+    /// as one field with this value.
+    pub collapse_length: Option<u64>,
     /// Method is HEAD (its response has no body).
     pub is_head: bool,
     /// Method is idempotent (GET HEAD PUT DELETE OPTIONS TRACE, RFC 9110 §9.2.2).
@@ -61,6 +68,8 @@ impl RequestHead {
             expect_continue: false,
             upgrade: false,
             host: None,
+            authority: None,
+            collapse_length: None,
             is_head: false,
             idempotent: true,
         }
@@ -82,6 +91,7 @@ impl RequestHead {
         let head = buf.get(..found.head_len).unwrap_or(buf);
         let line = head.get(found.start..found.start_line_end).unwrap_or_default();
         let (method, target, version) = parse_request_line(line, found.start)?;
+        let authority = target_form(method.slice(buf), target.slice(buf), target)?;
         fields::validate(head, &found, Kind::Request)?;
         fields::collect(head, &found, &mut self.headers);
         let f = fields::analyze(head, &self.headers)?;
@@ -100,8 +110,13 @@ impl RequestHead {
         // RFC 9110 §10.1.1 and §7.8: an HTTP/1.0 request's 100-continue and Upgrade are
         // ignored.
         self.expect_continue = f.expect_continue && version == Version::Http11;
-        self.upgrade = f.upgrade_field && f.upgrade_token && version == Version::Http11;
-        self.host = f.host;
+        // A WebSocket upgrade without its key cannot be completed (RFC 6455 §4.1): it is
+        // forwarded as a plain request, never tunnelled.
+        let websocket_ok = !f.upgrade_websocket || f.websocket_key;
+        self.upgrade = f.upgrade_field && f.upgrade_token && websocket_ok && version == Version::Http11;
+        self.authority = authority;
+        self.host = authority.or(f.host);
+        self.collapse_length = f.content_length.filter(|_| f.length_elements > 1);
         self.is_head = method_bytes == b"HEAD";
         self.idempotent = IDEMPOTENT.contains(&method_bytes);
         Ok(Parse::Complete)
@@ -114,6 +129,51 @@ impl RequestHead {
             .find(|h| h.name.slice(buf).eq_ignore_ascii_case(name.as_bytes()))
             .map(|h| h.value.slice(buf))
     }
+}
+
+/// The target's form must fit the method (RFC 9112 §3.2): origin form (`/path`) or absolute
+/// form (`http[s]://authority…`) for every method, the asterisk form for OPTIONS only,
+/// and the authority form for CONNECT only — which the switch refuses (501). No fragment
+/// (RFC 9110 §7.1: a client never sends one). Returns the absolute form's authority.
+fn target_form(method: &[u8], target: &[u8], at: Span) -> Result<Option<Span>, HeadError> {
+    if memchr::memchr(b'#', target).is_some() {
+        return Err(HeadError::BadTargetForm);
+    }
+    if method == b"CONNECT" {
+        return Err(if authority_form(target) { HeadError::Connect } else { HeadError::BadTargetForm });
+    }
+    match target {
+        b"*" if method == b"OPTIONS" => Ok(None),
+        [b'/', ..] => Ok(None),
+        _ => {
+            let (scheme_len, authority) = absolute_form(target).ok_or(HeadError::BadTargetForm)?;
+            let start = at.start + scheme_len as u32;
+            Ok(Some(span(start as usize, start as usize + authority)))
+        }
+    }
+}
+
+/// `host:port` with a non-empty host and a decimal port (RFC 9112 §3.2.3).
+fn authority_form(target: &[u8]) -> bool {
+    match memchr::memrchr(b':', target) {
+        Some(i) => i > 0 && i + 1 < target.len() && target[i + 1..].iter().all(u8::is_ascii_digit),
+        None => false,
+    }
+}
+
+/// `http://authority[/…]` or `https://…` (case-insensitive scheme, non-empty authority):
+/// the length of `scheme://` and of the authority.
+fn absolute_form(target: &[u8]) -> Option<(usize, usize)> {
+    let rest_at = if target.len() >= 7 && target[..7].eq_ignore_ascii_case(b"http://") {
+        7
+    } else if target.len() >= 8 && target[..8].eq_ignore_ascii_case(b"https://") {
+        8
+    } else {
+        return None;
+    };
+    let rest = &target[rest_at..];
+    let len = rest.iter().position(|&b| matches!(b, b'/' | b'?')).unwrap_or(rest.len());
+    (len > 0 && fields::valid_host(&rest[..len])).then_some((rest_at, len))
 }
 
 /// `request-line = method SP request-target SP HTTP-version` (RFC 9112 §3). `base` is the

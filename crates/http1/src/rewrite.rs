@@ -58,6 +58,7 @@ pub fn write_request_head(buf: &[u8], head: &RequestHead, rw: &RequestRewrite, o
     let line = Span { start: head.method.start, end: head.target.end.saturating_add(9) };
     out.extend_from_slice(line.slice(buf));
     out.extend_from_slice(b"\r\n");
+    write_normalised(buf, head, out);
     let hop = HopByHop::new(buf, &head.headers, rw.upgrade);
     let last_xff = match rw.forwarded_for {
         Some(_) => {
@@ -69,7 +70,9 @@ pub fn write_request_head(buf: &[u8], head: &RequestHead, rw: &RequestRewrite, o
         let name = h.name.slice(buf);
         let replaced = (rw.forwarded_proto.is_some() && is(buf, h, b"x-forwarded-proto"))
             || rw.set_headers.iter().any(|(n, _)| settable(n) && name.eq_ignore_ascii_case(n.as_bytes()));
-        if hop.drops(name) || replaced {
+        let normalised = (head.authority.is_some() && is(buf, h, b"host"))
+            || (head.collapse_length.is_some() && is(buf, h, b"content-length"));
+        if hop.drops(name) || replaced || normalised {
             continue;
         }
         match (rw.forwarded_for, Some(i) == last_xff) {
@@ -83,6 +86,20 @@ pub fn write_request_head(buf: &[u8], head: &RequestHead, rw: &RequestRewrite, o
         let _ = write!(out, "X-Forwarded-For: {ip}\r\n");
     }
     write_request_additions(head.version, rw, out);
+}
+
+/// The fields whose values the switch settles itself (RFC 9112): `Host` from an
+/// absolute-form target's authority (§3.2.2: the authority wins over the Host field),
+/// and a repeated or listed Content-Length as one value (§6.3: never forwarded as sent).
+fn write_normalised(buf: &[u8], head: &RequestHead, out: &mut Vec<u8>) {
+    if let Some(authority) = head.authority {
+        out.extend_from_slice(b"Host: ");
+        out.extend_from_slice(authority.slice(buf));
+        out.extend_from_slice(b"\r\n");
+    }
+    if let Some(n) = head.collapse_length {
+        let _ = write!(out, "Content-Length: {n}\r\n");
+    }
 }
 
 /// Whether a rule may set a field of this name (see `RequestRewrite::set_headers`).

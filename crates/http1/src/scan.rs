@@ -49,6 +49,14 @@ pub(crate) fn find_head(
     let mut fields = 0usize;
     loop {
         let Some(cr) = next_line_end(window, pos)? else {
+            if start_line_end.is_none()
+                && skip_empty_lines
+                && !method_so_far(window.get(start..).unwrap_or_default())
+            {
+                // Not the start of a request line (a NUL after a complete message, binary
+                // noise): no more bytes can make it one, so refuse now rather than wait.
+                return Err(HeadError::BadStartLine);
+            }
             return incomplete(buf, max);
         };
         match start_line_end {
@@ -69,6 +77,13 @@ pub(crate) fn find_head(
         }
         pos = cr + 2;
     }
+}
+
+/// Whether the bytes of an unfinished request line can still start one: a method token so
+/// far, or a token then a space.
+fn method_so_far(line: &[u8]) -> bool {
+    let method = line.split(|&b| matches!(b, b' ' | b'\r' | b'\n')).next().unwrap_or_default();
+    method.iter().all(|&b| crate::syntax::is_tchar(b))
 }
 
 /// No complete head in the window: wait for more bytes, unless the window is already the

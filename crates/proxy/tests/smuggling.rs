@@ -39,6 +39,16 @@ const CASES: &[(&str, &str, u16)] = &[
     ("unsupported version", "GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505),
     ("garbage start line", "HELLO\r\n\r\n", 400),
     ("NUL in field value", "GET / HTTP/1.1\r\nHost: a\r\nX: a\x00b\r\n\r\n", 400),
+    // RFC 9112 §3.2: the target's form must fit the method.
+    ("CONNECT", "CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443\r\n\r\n", 501),
+    ("CONNECT to a path", "CONNECT / HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+    ("asterisk with GET", "GET * HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+    ("asterisk with a path", "OPTIONS */x HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+    ("bare word target", "GET admin HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+    ("authority target without CONNECT", "GET host:80 HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+    ("fragment in target", "GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+    ("Host port not digits", "GET / HTTP/1.1\r\nHost: a:8o\r\n\r\n", 400),
+    ("empty TE list element", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: ,chunked\r\n\r\n0\r\n\r\n", 400),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,4 +76,47 @@ async fn bad_bytes_in_a_byte_high_target_are_refused() {
     c.send(b"GET /caf\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n").await.unwrap();
     assert_eq!(c.read_response().await.unwrap().status, 400);
     assert!(h.origin("s1").requests().is_empty());
+}
+
+/// RFC 9112 §3.2.2 and §6.3: the server gets the absolute form's authority as Host (the
+/// client's disagreeing Host replaced) and one Content-Length for a repeated one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_and_length_are_settled_before_the_server_sees_them() {
+    let h = start(&["s1"], "").await;
+    let mut c = RawClient::connect(h.addr).await.unwrap();
+    let raw = "POST http://shop.example/echo HTTP/1.1\r\nHost: elsewhere\r\nContent-Length: 5, 5\r\nContent-Length: 5\r\n\r\nhello";
+    c.send(raw.as_bytes()).await.unwrap();
+    let r = c.read_response().await.unwrap();
+    assert_eq!((r.status, r.body_str().as_str()), (200, "hello"));
+    let seen = h.origin("s1").requests();
+    let head = String::from_utf8_lossy(&seen[0].raw_head).to_string();
+    assert!(head.contains("Host: shop.example\r\n") && !head.contains("elsewhere"), "{head}");
+    assert_eq!(head.matches("Content-Length").count(), 1, "{head}");
+    assert!(head.contains("Content-Length: 5\r\n"), "{head}");
+}
+
+/// A WebSocket upgrade without Sec-WebSocket-Key is forwarded as a plain request (no
+/// Upgrade reaches the server), never tunnelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyless_websocket_upgrade_is_not_tunnelled() {
+    let h = start(&["s1"], "").await;
+    let mut c = RawClient::connect(h.addr).await.unwrap();
+    c.send(b"GET /headers HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+        .await
+        .unwrap();
+    let r = c.read_response().await.unwrap();
+    assert_eq!(r.status, 200);
+    let head = String::from_utf8_lossy(&h.origin("s1").requests()[0].raw_head).to_string();
+    assert!(!head.to_ascii_lowercase().contains("upgrade"), "{head}");
+}
+
+/// A NUL after a complete request is refused at once (400), not held until a timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn noise_after_a_complete_request_is_refused_at_once() {
+    let h = start(&["s1"], "").await;
+    let mut c = RawClient::connect(h.addr).await.unwrap();
+    c.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n\0").await.unwrap();
+    assert_eq!(c.read_response().await.unwrap().status, 200);
+    let refused = tokio::time::timeout(Duration::from_secs(2), c.read_response()).await;
+    assert_eq!(refused.expect("answered at once, not after client_head").unwrap().status, 400);
 }

@@ -146,3 +146,14 @@ fn response_upgrade_and_bare_status_line() {
     assert_eq!(rewrite_resp(b"HTTP/1.1 204\r\nUpgrade: x\r\n\r\n", &KEEP), "HTTP/1.1 204\r\n\r\n");
     assert_eq!(rewrite_resp(b"HTTP/1.1 204 \r\n\r\n", &KEEP), "HTTP/1.1 204 \r\n\r\n");
 }
+
+/// RFC 9112 §3.2.2: the absolute form's authority is the Host the server gets; §6.3: a
+/// repeated or listed Content-Length leaves as one field.
+#[test]
+fn host_and_content_length_are_settled_before_forwarding() {
+    let input = b"POST http://shop/x HTTP/1.1\r\nHost: other\r\nContent-Length: 5, 5\r\nContent-Length: 5\r\nX: y\r\n\r\n";
+    let want = "POST http://shop/x HTTP/1.1\r\nHost: shop\r\nContent-Length: 5\r\nX: y\r\n\r\n";
+    assert_eq!(rewrite_req(input, &PLAIN), want);
+    let single = b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n";
+    assert_eq!(rewrite_req(single, &PLAIN), String::from_utf8_lossy(single), "one value passes as sent");
+}

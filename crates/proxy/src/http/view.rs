@@ -67,7 +67,12 @@ impl rules::Request for HeadView<'_> {
     }
 
     fn header(&self, name: &str) -> Option<&[u8]> {
-        self.req.header(self.head, name)
+        // An absolute-form target's authority is the Host (RFC 9112 §3.2.2): the server
+        // gets it as Host, so the rules and the hash keys read it too.
+        match self.req.authority {
+            Some(authority) if name.eq_ignore_ascii_case("host") => Some(authority.slice(self.head)),
+            _ => self.req.header(self.head, name),
+        }
     }
 
     fn header_each<'a>(&'a self, name: &str, visit: &mut dyn FnMut(&'a [u8]) -> bool) {
