@@ -111,6 +111,13 @@ counters! {
     TlsMalformed => "tls_malformed",
     /// TLS handshakes that failed or timed out on a terminating listener.
     TlsHandshakeFailed => "tls_handshake_failed",
+    /// Clients that closed in the middle of sending a request body.
+    ClientAbortedBody => "client_aborted_body",
+    /// Requests abandoned (not retried on another server) because their client had gone.
+    ClientGone => "client_gone",
+    /// Responses after which the server sent bytes beyond the message (its connection
+    /// is closed, never pooled).
+    ServerExtraBytes => "server_extra_bytes",
 }
 
 impl Counter {
@@ -138,6 +145,8 @@ impl Counter {
                 | RuleDropped
                 | TlsMalformed
                 | TlsHandshakeFailed
+                | ClientAbortedBody
+                | ClientGone
         )
     }
 }

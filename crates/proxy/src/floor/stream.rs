@@ -32,6 +32,23 @@ impl ClientStream {
         }
     }
 
+    /// Whether the client has closed its side (or reset): the socket reads end-of-file now.
+    /// Asks the kernel only when the reactor says the socket is readable; bytes the client
+    /// sent ahead (a pipelined request) are left where they are.
+    pub fn peer_closed(&self) -> bool {
+        let tcp = self.tcp();
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        if tcp.poll_read_ready(&mut cx).is_pending() {
+            return false;
+        }
+        let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        match socket2::SockRef::from(tcp).peek(&mut probe) {
+            Ok(0) => true,
+            Ok(_) => false,
+            Err(e) => e.kind() != io::ErrorKind::WouldBlock,
+        }
+    }
+
     /// Whether the switch terminates TLS on this connection.
     pub fn is_tls(&self) -> bool {
         matches!(self, ClientStream::Tls(_))

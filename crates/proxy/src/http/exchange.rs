@@ -41,7 +41,7 @@ impl<'a> Txn<'a> {
         // a copy, so a retry starts from the same place.
         let mut body = body.clone();
         let first_done = self.send_request(&mut up, &mut body).await?;
-        let mut ctx = ReplyCtx::new(worker, snap, &self.s.req, up.reused);
+        let mut ctx = ReplyCtx::new(worker, snap, &self.s.req, &up.server.name, up.reused);
         if self.s.close_after {
             ctx.close_client();
         }
@@ -100,7 +100,10 @@ impl<'a> Txn<'a> {
         let pumped = pump.is_ok();
         let answered = self.outcome.bytes_out > 0;
         match (end, pump) {
-            (None, Err(_)) if answered => Err(Failure::client(None)),
+            (None, Err(fail)) if answered => {
+                let _ = pump_refusal(&worker.shared.stats, fail);
+                Err(Failure::client(None))
+            }
             (None, Err(fail)) => Err(Failure::client(pump_refusal(&worker.shared.stats, fail))),
             (None, Ok(())) => Err(Failure::client(None)),
             (Some(Err(f)), _) => Err(f),
@@ -204,6 +207,10 @@ fn body_reason(e: BodyError) -> &'static str {
 }
 
 fn pump_refusal(stats: &Stats, fail: PumpFail) -> Option<Refusal> {
+    if let PumpFail::ClientGone = fail {
+        stats.inc(Counter::ClientAbortedBody);
+        tracing::info!("client closed in the middle of its request body");
+    }
     match fail {
         PumpFail::Body(e) => Some(body_refusal(stats, e)),
         PumpFail::ClientTimeout => {

@@ -54,6 +54,13 @@ impl<'a> Txn<'a> {
                     if !f.may_retry(replayable) || attempt == retries {
                         return self.fail(f).await;
                     }
+                    if self.client.stream.peer_closed() {
+                        // Nobody waits for the answer: another server must not get it.
+                        self.worker.shared.stats.inc(Counter::ClientGone);
+                        tracing::info!(client = %self.client.peer, "client gone; request not retried");
+                        self.outcome.error = Some("client closed before an answer");
+                        return false;
+                    }
                     self.worker.shared.stats.inc(Counter::Retries);
                     last = f;
                 }

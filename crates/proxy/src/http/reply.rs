@@ -44,12 +44,20 @@ pub struct ReplyCtx<'a> {
     upgrade_requested: bool,
     persist: Option<OnResponse<'a>>,
     reused: bool,
+    server: &'a str,
 }
 
 impl<'a> ReplyCtx<'a> {
     /// Captures what the response phase needs from the request and the snapshot.
-    /// `reused`: the server connection came from the idle pool.
-    pub fn new(worker: &'a Worker, snap: &Snapshot, req: &RequestHead, reused: bool) -> Self {
+    /// `server`: its name, for the log; `reused`: the server connection came from the idle
+    /// pool.
+    pub fn new(
+        worker: &'a Worker,
+        snap: &Snapshot,
+        req: &RequestHead,
+        server: &'a str,
+        reused: bool,
+    ) -> Self {
         ReplyCtx {
             stats: &worker.shared.stats,
             limits: snap.head_limits,
@@ -61,6 +69,7 @@ impl<'a> ReplyCtx<'a> {
             upgrade_requested: req.upgrade,
             persist: None,
             reused,
+            server,
         }
     }
 
@@ -108,6 +117,16 @@ where
     write_head(ctx, sbuf.filled(), resp, &rw, out);
     sbuf.consume(resp.head_len);
     forward_body(sr, cw, ctx, Framing { kind: resp.body, dechunk }, sbuf, out, outcome).await?;
+    if resp.body != BodyKind::UntilClose && !sbuf.is_empty() {
+        // Bytes past the end of the response (a second, unsolicited response, or a
+        // Content-Length that lied): they must never reach another client.
+        ctx.stats.inc(Counter::ServerExtraBytes);
+        tracing::warn!(
+            server = ctx.server,
+            extra = sbuf.len(),
+            "server sent bytes beyond its response; connection closed"
+        );
+    }
     let server_reusable = resp.keep_alive && resp.body != BodyKind::UntilClose && sbuf.is_empty();
     Ok(Replied::Complete { server_reusable, keep_client })
 }

@@ -6,7 +6,7 @@
 //! (`forward`, `exchange`, `reply`) → record and log (`observe::record`).
 
 use crate::floor::failure::Refusal;
-use crate::floor::io::write_all_parts;
+use crate::floor::io::{read_some, write_all_parts};
 use crate::floor::snapshot::Snapshot;
 use crate::floor::stats::Counter;
 use crate::floor::worker::Worker;
@@ -18,7 +18,12 @@ use crate::observe::record::{self, Entry, Outcome};
 use crate::upstream::decide::Act;
 use http1::BodyScanner;
 use std::time::Duration;
+use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
+
+/// How long, and how many bytes, a closing connection reads after the switch's refusal.
+const LINGER: Duration = Duration::from_secs(1);
+const LINGER_BYTES: usize = 1 << 20;
 
 /// A request in progress: what every phase needs.
 pub struct Txn<'a> {
@@ -111,7 +116,28 @@ impl Txn<'_> {
         self.outcome.status = r.status;
         self.outcome.bytes_out += self.s.resp_out.len() as u64;
         self.outcome.error = Some(r.reason);
+        self.linger().await;
         false
+    }
+
+    /// Lingering close (RFC 9112 §9.6): after the switch's last answer, end the write side
+    /// and read (and discard) what the client is still sending, for a moment. Closing with
+    /// unread bytes would make the kernel send a reset, which can destroy the answer in the
+    /// client's receive queue before it reads it.
+    async fn linger(&mut self) {
+        let deadline = Instant::now() + LINGER;
+        if tokio::time::timeout_at(deadline, self.client.stream.shutdown()).await.is_err() {
+            return;
+        }
+        let Some(buf) = self.client.buf.as_mut() else { return };
+        let mut drained = 0;
+        while drained < LINGER_BYTES {
+            buf.clear();
+            match read_some(&mut self.client.stream, buf, deadline).await {
+                Ok(n) if n > 0 => drained += n,
+                _ => return,
+            }
+        }
     }
 
     /// The end of the request, in the figures and the log.
