@@ -129,3 +129,23 @@ async fn bytes_past_a_response_never_reach_another_client() {
     assert_eq!(conns.load(Ordering::SeqCst), 2, "the poisoned connection was not pooled");
     assert_eq!(switch.stats().get(Counter::ServerExtraBytes), 2);
 }
+
+/// An upload slower than `server_response` arrives whole: the response deadline starts
+/// when the body has been sent, not when the head was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_longer_than_server_response_arrives_intact() {
+    let h = start(&["s1"], "[timeouts]\nserver_response = \"1s\"\n").await;
+    let mut c = RawClient::connect(h.addr).await.unwrap();
+    const TOTAL: usize = 1_500_000;
+    c.send(format!("POST /sink HTTP/1.1\r\nHost: a\r\nContent-Length: {TOTAL}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let chunk = vec![b'u'; TOTAL / 25];
+    for _ in 0..25 {
+        c.send(&chunk).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = c.read_response().await.unwrap();
+    assert_eq!((r.status, r.body_str().trim()), (200, "1500000"), "{}", r.body_str());
+    assert_eq!(h.count(Counter::ServerTimeout), 0);
+}

@@ -41,9 +41,13 @@ impl<'a> Txn<'a> {
         // a copy, so a retry starts from the same place.
         let mut body = body.clone();
         let first_done = self.send_request(&mut up, &mut body).await?;
+        let body_sent = Cell::new(None);
         let mut ctx = ReplyCtx::new(worker, snap, &self.s.req, &up.server.name, up.reused);
         if self.s.close_after {
             ctx.close_client();
+        }
+        if !first_done {
+            ctx.body_streams(&body_sent);
         }
         let group = self.outcome.group.map(|g| snap.group(g));
         if let Some(persist) = group.and_then(|g| g.persistence.as_deref()) {
@@ -59,7 +63,13 @@ impl<'a> Txn<'a> {
         let (end, pump) = if first_done {
             (Some(reply.await), Ok(()))
         } else {
-            race(reply, pump_body(&mut cr, cbuf, &mut sw, &mut body, snap, &body_bytes)).await
+            let pump = pump_body(&mut cr, cbuf, &mut sw, &mut body, snap, &body_bytes);
+            race(reply, async {
+                let pumped = pump.await;
+                body_sent.set(Some(Instant::now()));
+                pumped
+            })
+            .await
         };
         self.outcome.bytes_in += body_bytes.get();
         self.finish(up, end, pump).await

@@ -15,6 +15,7 @@ use http1::{
     write_response_head, write_response_head_with, BodyKind, BodyScanner, HeadLimits, Parse, RequestHead,
     ResponseEdits, ResponseHead, ResponseRewrite, SetCookieEdit, Version,
 };
+use std::cell::Cell;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
@@ -45,6 +46,9 @@ pub struct ReplyCtx<'a> {
     persist: Option<OnResponse<'a>>,
     reused: bool,
     server: &'a str,
+    /// When the whole request body had been sent (`None` inside: still streaming; no cell:
+    /// the request was sent whole before the response was awaited).
+    body_sent: Option<&'a Cell<Option<Instant>>>,
 }
 
 impl<'a> ReplyCtx<'a> {
@@ -70,12 +74,19 @@ impl<'a> ReplyCtx<'a> {
             persist: None,
             reused,
             server,
+            body_sent: None,
         }
     }
 
     /// The group's session persistence sees (and may edit) the response head.
     pub fn with_persistence(&mut self, persist: OnResponse<'a>) {
         self.persist = Some(persist);
+    }
+
+    /// The request body streams while the response is awaited: the response deadline
+    /// starts when `sent` is set.
+    pub fn body_streams(&mut self, sent: &'a Cell<Option<Instant>>) {
+        self.body_sent = Some(sent);
     }
 
     /// The client connection closes after this response (`Connection: close`), whatever
@@ -158,7 +169,6 @@ where
     SR: AsyncRead + Unpin,
     CW: AsyncWrite + Unpin,
 {
-    let deadline = Instant::now() + ctx.server_timeout;
     loop {
         match parse_head(resp, sbuf, ctx) {
             Ok(Parse::Complete) if resp.is_interim() => {
@@ -170,7 +180,15 @@ where
             Err(end) => return Err(end),
         }
         let nothing_yet = sbuf.is_empty() && outcome.bytes_out == 0;
+        // The response is due `server_response` after the request body was sent, not after
+        // its head: an upload slower than that is not the server's delay. While the body
+        // still streams (its own idle limits apply in the pump), waiting just goes on.
+        let (deadline, body_sent) = match ctx.body_sent.and_then(Cell::get) {
+            Some(sent) => (sent + ctx.server_timeout, true),
+            None => (Instant::now() + ctx.server_timeout, false),
+        };
         match read_some(sr, sbuf, deadline).await {
+            Err(IoFail::Timeout) if !body_sent && ctx.body_sent.is_some() => continue,
             Ok(0) | Err(IoFail::Io) if nothing_yet => {
                 ctx.stats.inc(Counter::ServerAborted);
                 return Err(Failure::unanswered(true, ctx.reused));
