@@ -128,18 +128,22 @@ async fn dispatch(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, liste
         let l = &snap.listeners[listener];
         (l.protocol, l.tls.clone())
     };
+    // The wings' futures are boxed: a connection's task holds only the one its protocol
+    // needs, and a silent HTTP connection stays small (the other wings' state is larger).
     match protocol {
         config::Protocol::Tls => {
-            crate::tls::passthrough::serve(Rc::clone(&worker), stream, peer, listener).await
+            Box::pin(crate::tls::passthrough::serve(Rc::clone(&worker), stream, peer, listener)).await
         }
-        config::Protocol::Smtp => crate::mail::smtp::serve(Rc::clone(&worker), stream, peer, listener).await,
+        config::Protocol::Smtp => {
+            Box::pin(crate::mail::smtp::serve(Rc::clone(&worker), stream, peer, listener)).await
+        }
         config::Protocol::Pop3 | config::Protocol::Imap => {
-            crate::mail::login::serve(Rc::clone(&worker), stream, peer, listener).await
+            Box::pin(crate::mail::login::serve(Rc::clone(&worker), stream, peer, listener)).await
         }
         config::Protocol::Http => {
             let stream = match acceptor {
                 None => ClientStream::Plain(stream),
-                Some(acceptor) => match handshake(&worker, acceptor, stream, peer).await {
+                Some(acceptor) => match Box::pin(handshake(&worker, acceptor, stream, peer)).await {
                     Some(tls) => ClientStream::Tls(Box::new(tls)),
                     None => return,
                 },

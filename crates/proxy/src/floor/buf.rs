@@ -12,10 +12,14 @@ use std::cell::RefCell;
 /// it through tokio's `read_buf` (which writes into uninitialised memory safely), so a new
 /// buffer costs one `malloc` and no `memset` — zeroing 16 KiB per buffer was the largest
 /// user-space cost per request when buffers are allocated under load.
+///
+/// A buffer may start smaller than its limit and grow (once, to the limit) when a read
+/// finds it full: a connection that has sent only part of a head holds little memory.
 pub struct IoBuf {
     data: Vec<u8>,
     start: usize,
     cap: usize,
+    max: usize,
 }
 
 impl IoBuf {
@@ -23,7 +27,14 @@ impl IoBuf {
     pub fn new(cap: usize) -> Self {
         let data = Vec::with_capacity(cap);
         let cap = data.capacity();
-        IoBuf { data, start: 0, cap }
+        IoBuf { data, start: 0, cap, max: cap }
+    }
+
+    /// An empty buffer of `initial` bytes that grows to `max` when it fills.
+    pub fn growable(initial: usize, max: usize) -> Self {
+        let data = Vec::with_capacity(initial.min(max));
+        let cap = data.capacity();
+        IoBuf { data, start: 0, cap, max: max.max(cap) }
     }
 
     /// The filled bytes.
@@ -41,9 +52,9 @@ impl IoBuf {
         self.start == self.data.len()
     }
 
-    /// Total capacity.
+    /// Most bytes it can hold (after growing, for a growable buffer).
     pub fn capacity(&self) -> usize {
-        self.cap
+        self.max
     }
 
     /// Drops `n` bytes from the front of the filled window.
@@ -59,6 +70,11 @@ impl IoBuf {
     /// must not grow it past [`IoBuf::capacity`] (tokio's `read_buf` fills only the spare
     /// capacity, which is never empty here unless the buffer is full).
     pub fn for_read(&mut self) -> &mut Vec<u8> {
+        if self.data.len() == self.cap && self.start == 0 && self.cap < self.max {
+            self.data.reserve_exact(self.max - self.cap);
+            self.cap = self.data.capacity();
+            self.max = self.max.max(self.cap);
+        }
         if self.data.len() == self.cap && self.start > 0 {
             self.data.copy_within(self.start.., 0);
             self.data.truncate(self.data.len() - self.start);
@@ -67,14 +83,24 @@ impl IoBuf {
         &mut self.data
     }
 
-    /// Free space at the back after [`IoBuf::for_read`]'s compaction.
-    pub fn free(&self) -> usize {
-        self.cap - self.data.len() + if self.data.len() == self.cap { self.start } else { 0 }
+    /// Grows a growable buffer to its limit now (a body is about to stream through it: one
+    /// read per buffer's worth, not per first size).
+    pub fn grow(&mut self) {
+        if self.cap < self.max {
+            self.data.reserve_exact(self.max - self.data.len());
+            self.cap = self.data.capacity();
+            self.max = self.max.max(self.cap);
+        }
     }
 
-    /// True when no more bytes fit even after compaction.
+    /// Free space at the back after [`IoBuf::for_read`]'s compaction (and growth).
+    pub fn free(&self) -> usize {
+        self.max - self.len()
+    }
+
+    /// True when no more bytes fit even after compaction and growth.
     pub fn is_full(&self) -> bool {
-        self.len() == self.cap
+        self.len() >= self.max
     }
 
     /// Removes filled bytes `from..to` (offsets into `filled()`), closing the gap.
@@ -100,6 +126,9 @@ impl IoBuf {
     }
 }
 
+/// The first size of a buffer a new request head is read into.
+const HEAD_START: usize = 1024;
+
 /// Worker-local free list of buffers of one size.
 pub struct BufPool {
     size: usize,
@@ -113,6 +142,13 @@ impl BufPool {
         BufPool { size, free: RefCell::new(Vec::new()), keep }
     }
 
+    /// A buffer to read a request head into: a recycled one when one is free, else a small
+    /// one that grows to the pool's size if the head needs it.
+    pub fn take_for_head(&self) -> IoBuf {
+        let recycled = self.free.borrow_mut().pop();
+        recycled.unwrap_or_else(|| IoBuf::growable(HEAD_START, self.size))
+    }
+
     /// A buffer, recycled when one is free.
     pub fn take(&self) -> IoBuf {
         let recycled = self.free.borrow_mut().pop();
@@ -123,7 +159,7 @@ impl BufPool {
     pub fn give(&self, mut buf: IoBuf) {
         buf.clear();
         let mut free = self.free.borrow_mut();
-        if free.len() < self.keep && buf.capacity() == self.size {
+        if free.len() < self.keep && buf.max == self.size && buf.cap == self.size {
             free.push(buf);
         }
     }
@@ -153,6 +189,17 @@ mod tests {
         b.extend(b"headXY");
         b.remove_range(4, 5);
         assert_eq!(b.filled(), b"headY");
+    }
+
+    #[test]
+    fn a_growable_buffer_grows_once_when_full() {
+        let mut b = IoBuf::growable(4, 64);
+        b.extend(b"abcd");
+        assert_eq!((b.free(), b.is_full()), (60, false));
+        assert!(b.for_read().capacity() >= 64, "grew to the limit");
+        b.extend(&[b'x'; 60]);
+        assert!(b.is_full());
+        assert_eq!(&b.filled()[..4], b"abcd");
     }
 
     #[test]

@@ -49,6 +49,22 @@ impl ClientStream {
         }
     }
 
+    /// Whether a read would not block now: bytes (or the end of the stream) are there, or
+    /// TLS plaintext is buffered. A socket the reactor wrongly called readable has its
+    /// readiness cleared, so the next wait really waits.
+    pub fn has_bytes(&self) -> bool {
+        if self.is_tls() {
+            // Readiness there counts buffered plaintext too (`poll_read_ready`).
+            return true;
+        }
+        let tcp = self.tcp();
+        let peek = || {
+            let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+            socket2::SockRef::from(tcp).peek(&mut probe)
+        };
+        !matches!(tcp.try_io(tokio::io::Interest::READABLE, peek), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+
     /// Whether the switch terminates TLS on this connection.
     pub fn is_tls(&self) -> bool {
         matches!(self, ClientStream::Tls(_))

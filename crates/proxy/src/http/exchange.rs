@@ -83,9 +83,13 @@ impl<'a> Txn<'a> {
         // The scratch space is recycled: nothing read from an earlier server may leak into
         // this exchange (an aborted response can leave bytes behind).
         self.s.sbuf.clear();
+        if self.s.sbuf.capacity() == 0 {
+            self.s.sbuf = self.worker.bufs.take();
+        }
         let first = if self.s.body_complete {
             http1::Scan { consumed: 0, done: true }
         } else {
+            cbuf.grow();
             body.scan(cbuf.filled()).map_err(|e| Failure::client(Some(body_refusal(stats, e))))?
         };
         let deadline = Instant::now() + self.snap.config.timeouts.server_response;

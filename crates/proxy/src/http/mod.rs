@@ -59,7 +59,7 @@ pub async fn serve(worker: Rc<Worker>, stream: ClientStream, peer: SocketAddr, l
 async fn serve_one(worker: &Worker, listener: usize, client: &mut Client) -> bool {
     let _busy = BusyGuard::new(worker);
     let snap = worker.shared.snapshot.load_full();
-    let mut scratch = scratch::take(worker);
+    let mut scratch = scratch::take();
     let keep = txn::handle(worker, &snap, listener, client, &mut scratch).await;
     scratch::give(scratch);
     keep
@@ -78,10 +78,20 @@ async fn wait_for_request(worker: &Worker, client: &mut Client) -> bool {
     let idle = worker.shared.snapshot.load().config.timeouts.client_idle;
     // `poll_read_ready` parks the waker in the socket's own registration; `readable()` would
     // add a waiter node to this future, which every idle connection would carry.
-    let readable = std::future::poll_fn(|cx| client.stream.poll_read_ready(cx));
+    let readable = async {
+        loop {
+            std::future::poll_fn(|cx| client.stream.poll_read_ready(cx)).await?;
+            // The reactor may call a socket readable before a byte is there (a new
+            // connection is): ask the kernel, and wait again if nothing came, so a silent
+            // connection never takes a buffer.
+            if client.stream.has_bytes() {
+                return Ok::<(), std::io::Error>(());
+            }
+        }
+    };
     match tokio::time::timeout(idle, readable).await {
         Ok(Ok(())) if !worker.shutting_down() => {
-            client.buf = Some(worker.bufs.take());
+            client.buf = Some(worker.bufs.take_for_head());
             true
         }
         Ok(_) => false,

@@ -94,6 +94,7 @@ impl Txn<'_> {
     /// when none are buffered. `Ok(true)` once the body is complete.
     async fn buffer_more(&mut self, scanner: &mut BodyScanner) -> Result<bool, Stop> {
         let Some(buf) = self.client.buf.as_mut() else { return Err(Stop::Closed) };
+        buf.grow();
         let head_len = self.s.req.head_len;
         if buf.len() == head_len {
             let deadline = Instant::now() + self.snap.config.timeouts.client_io;

@@ -2,7 +2,6 @@
 //! allocate (a worker is a thread: the list is a thread-local).
 
 use crate::floor::buf::IoBuf;
-use crate::floor::worker::Worker;
 use crate::upstream::decide::Notes;
 use http1::{RequestHead, ResponseHead};
 use std::cell::RefCell;
@@ -17,7 +16,7 @@ pub struct Scratch {
     pub req_out: Vec<u8>,
     /// Output space for response heads and de-chunked bodies.
     pub resp_out: Vec<u8>,
-    /// Buffer for bytes read from the server.
+    /// Buffer for bytes read from the server (empty until the first exchange).
     pub sbuf: IoBuf,
     /// Method and target copied for the access log (the head's bytes are consumed early).
     pub method: String,
@@ -41,13 +40,15 @@ pub struct Scratch {
 }
 
 impl Scratch {
-    fn new(worker: &Worker) -> Scratch {
+    fn new() -> Scratch {
         Scratch {
-            req: RequestHead::new(),
-            resp: ResponseHead::new(),
-            req_out: Vec::with_capacity(1024),
-            resp_out: Vec::with_capacity(1024),
-            sbuf: worker.bufs.take(),
+            req: RequestHead { headers: Vec::new(), ..RequestHead::new() },
+            resp: ResponseHead { headers: Vec::new(), ..ResponseHead::new() },
+            // Allocated when first used (a connection whose head is still arriving holds
+            // none of them); recycled scratch spaces keep theirs.
+            req_out: Vec::new(),
+            resp_out: Vec::new(),
+            sbuf: IoBuf::new(0),
             method: String::new(),
             target: String::new(),
             notes: Notes::default(),
@@ -87,8 +88,8 @@ thread_local! {
 }
 
 /// A scratch space, reset, recycled when one is spare.
-pub fn take(worker: &Worker) -> Scratch {
-    let mut s = SPARE.with(|spare| spare.borrow_mut().pop()).unwrap_or_else(|| Scratch::new(worker));
+pub fn take() -> Scratch {
+    let mut s = SPARE.with(|spare| spare.borrow_mut().pop()).unwrap_or_else(Scratch::new);
     s.reset();
     s
 }

@@ -59,13 +59,19 @@ pub async fn handle(
 }
 
 impl Txn<'_> {
-    /// The phases, in order.
+    /// The phases, in order. What follows the head is boxed: until a whole head is here a
+    /// request holds only this small future (a client trickling its head in costs little).
     async fn run(&mut self) -> bool {
         match head::read(self.snap, self.client, &mut self.s.req, self.started).await {
             Ok(()) => self.on_head(),
             Err(HeadFail::Closed) => return false,
             Err(HeadFail::Refuse(r, counter)) => return self.refuse_counted(r, counter).await,
         }
+        Box::pin(self.after_head()).await
+    }
+
+    /// Admit, route, and answer or forward.
+    async fn after_head(&mut self) -> bool {
         if let Some((r, counter)) = head::admit(self.snap, &self.s.req) {
             return self.refuse_counted(r, counter).await;
         }
