@@ -2,11 +2,13 @@
 //! control, the protocol dispatch of each accepted connection to its wing, the periodic
 //! housekeeping, and the graceful end on shutdown.
 
+use crate::floor::conns::{ConnState, Evicted, Slot};
 use crate::floor::shared::Shared;
 use crate::floor::stats::Counter;
 use crate::floor::stream::{handshake, ClientStream};
 use crate::floor::worker::Worker;
 use crate::observe::access_log::{self, Sink};
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -58,23 +60,54 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
             continue;
         }
         let _ = stream.set_nodelay(true);
-        tokio::task::spawn_local(dispatch(Rc::clone(&worker), stream, peer, index));
+        let state: Slot = Rc::new(Cell::new(ConnState::Fresh));
+        let task =
+            tokio::task::spawn_local(dispatch(Rc::clone(&worker), stream, peer, index, Rc::clone(&state)));
+        worker.conns.add(state, task.abort_handle());
     }
 }
 
-/// Admission control at accept (seed 003 §2.2): over the connection limit, close at once.
+/// Admission control at accept (seed 003 §2.2). At the connection limit, room is made by
+/// closing this worker's oldest connection that has not sent a request (then its oldest
+/// idle keep-alive one), so a flood of silent connections cannot lock clients out; with
+/// none to close, the new connection is closed at once. Refusals are counted, and logged
+/// at most once a second.
 fn admit(worker: &Worker) -> bool {
     let shared = &worker.shared;
     let max = shared.snapshot.load().config.limits.max_client_connections;
     let open = shared.client_conns.fetch_add(1, Ordering::AcqRel);
     if open >= max {
-        shared.client_conns.fetch_sub(1, Ordering::AcqRel);
-        shared.stats.inc(Counter::RefusedConnLimit);
-        tracing::warn!(open, max, "client connection refused: max_client_connections reached");
-        return false;
+        match worker.conns.evict_one() {
+            Some(Evicted::Fresh) => shared.stats.inc(Counter::EvictedFresh),
+            Some(Evicted::Idle) => shared.stats.inc(Counter::EvictedIdle),
+            None => {
+                shared.client_conns.fetch_sub(1, Ordering::AcqRel);
+                shared.stats.inc(Counter::RefusedConnLimit);
+                log_refusal(worker, open, max);
+                return false;
+            }
+        }
     }
     shared.stats.inc(Counter::Accepted);
     true
+}
+
+/// One WARN per second at most for refused connections, with how many there were.
+fn log_refusal(worker: &Worker, open: usize, max: usize) {
+    let now = std::time::Instant::now();
+    let (last, count) = worker.refusals_logged.get();
+    let count = count + 1;
+    if last.is_some_and(|at| now.duration_since(at) < Duration::from_secs(1)) {
+        worker.refusals_logged.set((last, count));
+        return;
+    }
+    worker.refusals_logged.set((Some(now), 0));
+    tracing::warn!(
+        open,
+        max,
+        refused = count,
+        "client connections refused: max_client_connections reached and none could be closed"
+    );
 }
 
 /// Flushes the access log and sweeps the pools, periodically.
@@ -84,6 +117,7 @@ async fn housekeeping(worker: Rc<Worker>) {
     loop {
         tick.tick().await;
         access_log::flush();
+        worker.conns.prune();
         ticks = ticks.wrapping_add(1);
         if ticks.is_multiple_of(4) {
             let snap = worker.shared.snapshot.load();
@@ -121,13 +155,17 @@ async fn wait_for_shutdown(worker: &Rc<Worker>) {
 
 /// Hands a new connection to the wing of its listener's protocol, counted as open (per
 /// listener and in all) until the wing is done with it.
-async fn dispatch(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, listener: usize) {
+async fn dispatch(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, listener: usize, state: Slot) {
     let _open = ConnGuard::new(&worker, listener);
     let (protocol, acceptor) = {
         let snap = worker.shared.snapshot.load();
         let l = &snap.listeners[listener];
         (l.protocol, l.tls.clone())
     };
+    // Connection-level sessions are never evicted: only HTTP marks itself fresh or idle.
+    if protocol != config::Protocol::Http {
+        state.set(ConnState::Busy);
+    }
     // The wings' futures are boxed: a connection's task holds only the one its protocol
     // needs, and a silent HTTP connection stays small (the other wings' state is larger).
     match protocol {
@@ -148,7 +186,7 @@ async fn dispatch(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, liste
                     None => return,
                 },
             };
-            crate::http::serve(Rc::clone(&worker), stream, peer, listener).await
+            crate::http::serve(Rc::clone(&worker), stream, peer, listener, state).await
         }
     }
 }

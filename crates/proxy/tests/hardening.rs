@@ -149,3 +149,30 @@ async fn an_upload_longer_than_server_response_arrives_intact() {
     assert_eq!((r.status, r.body_str().trim()), (200, "1500000"), "{}", r.body_str());
     assert_eq!(h.count(Counter::ServerTimeout), 0);
 }
+
+/// At `max_client_connections`, a flood of silent connections cannot lock clients out: the
+/// oldest connection that sent nothing is closed to admit each new one; a request in
+/// progress is never the one closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_silent_connections_does_not_lock_clients_out() {
+    let h = start(&["s1"], "[limits]\nmax_client_connections = 40\n").await;
+    // A request in progress on the oldest connection.
+    let mut busy = RawClient::connect(h.addr).await.unwrap();
+    busy.send(b"GET /slow/1500 HTTP/1.1\r\nHost: a\r\n\r\n").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut flood = Vec::new();
+    for _ in 0..200 {
+        flood.push(std::net::TcpStream::connect(h.addr).unwrap());
+    }
+    let mut ok = 0;
+    for _ in 0..20 {
+        flood.push(std::net::TcpStream::connect(h.addr).unwrap());
+        if testkit::get(h.addr, "/").await.is_ok_and(|r| r.status == 200) {
+            ok += 1;
+        }
+    }
+    assert_eq!(ok, 20, "every probe was served during the flood");
+    assert!(h.count(Counter::EvictedFresh) >= 160, "evicted {}", h.count(Counter::EvictedFresh));
+    let slow = busy.read_response().await.expect("the request in progress was not evicted");
+    assert_eq!(slow.status, 200);
+}

@@ -9,30 +9,29 @@ use proxy::Counter;
 use std::time::{Duration, Instant};
 use testkit::RawClient;
 
+/// At the limit with every connection busy, a new one is closed at once; with idle
+/// keep-alive connections, the oldest of them is closed to admit it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_over_the_limit_are_closed_at_accept() {
     let h = start(&["s1"], "[limits]\nmax_client_connections = 3\n").await;
     let mut held = Vec::new();
     for _ in 0..3 {
         let mut c = RawClient::connect(h.addr).await.unwrap();
-        c.send(&get("/")).await.unwrap();
-        assert_eq!(c.read_response().await.unwrap().status, 200);
+        c.send(&get("/slow/800")).await.unwrap();
         held.push(c);
     }
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let mut extra = RawClient::connect(h.addr).await.unwrap();
     assert!(extra.closed_within(Duration::from_secs(2)).await);
     assert_eq!(h.count(Counter::RefusedConnLimit), 1);
-    drop(held);
-    // Room again once the others closed.
-    let mut ok = None;
-    for _ in 0..50 {
-        if let Ok(r) = testkit::get(h.addr, "/").await {
-            ok = Some(r.status);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    for c in &mut held {
+        assert_eq!(c.read_response().await.unwrap().status, 200, "busy connections are kept");
     }
-    assert_eq!(ok, Some(200));
+    // Now idle: a new client is admitted by closing the oldest idle connection.
+    let r = testkit::get(h.addr, "/").await.unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(h.count(Counter::EvictedIdle), 1);
+    assert!(held[0].closed_within(Duration::from_secs(2)).await, "the oldest idle one went");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,10 +3,11 @@
 //! scheduler instance `sched_slot` and session persistence `persist`, and the weight
 //! rules `weights`), what the workers share (`shared`: the snapshot, `stats` counters,
 //! `live` figures, the `tables`), per-worker state (`worker`, `schedulers`, `pool`,
-//! `buf`), socket helpers (`io`, `stream`: plain or TLS client streams and the handshake),
+//! `buf`, `conns`: the connections eviction may close), socket helpers (`io`, `stream`: plain or TLS client streams and the handshake),
 //! and the typed failure every step returns (`failure`).
 
 pub mod buf;
+pub mod conns;
 pub mod failure;
 pub mod group;
 pub mod io;

@@ -35,6 +35,10 @@ counters! {
     Accepted => "accepted",
     /// Client connections closed at accept: `max_client_connections` reached.
     RefusedConnLimit => "refused_conn_limit",
+    /// Connections closed to admit new ones at the limit: they had not sent a request yet.
+    EvictedFresh => "evicted_fresh",
+    /// Connections closed to admit new ones at the limit: idle between requests.
+    EvictedIdle => "evicted_idle",
     /// Requests whose head was read completely.
     Requests => "requests",
     /// Requests refused with 400 (malformed / smuggling).

@@ -28,6 +28,11 @@ pub struct Worker {
     pub candidates: RefCell<Vec<Candidate>>,
     /// Rule evaluation scratch (used synchronously, never across an await).
     pub eval: RefCell<rules::EvalState>,
+    /// This worker's client connections, for eviction under a flood.
+    pub conns: crate::floor::conns::Conns,
+    /// When a refused connection was last logged (refusals are logged at most once a
+    /// second, with the count since).
+    pub refusals_logged: Cell<(Option<std::time::Instant>, u64)>,
     /// Requests in progress on this worker.
     pub busy: Cell<usize>,
     /// Woken when shutdown starts (the accept loops stop).
@@ -49,6 +54,8 @@ impl Worker {
             schedulers: RefCell::new(WorkerSchedulers::default()),
             candidates: RefCell::new(Vec::new()),
             eval: RefCell::new(rules::EvalState::new()),
+            conns: Default::default(),
+            refusals_logged: Cell::new((None, 0)),
             busy: Cell::new(0),
             shutdown: Notify::new(),
             busy_ended: Notify::new(),

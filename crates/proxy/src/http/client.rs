@@ -1,6 +1,7 @@
 //! The client side of an HTTP connection, and the state some features keep with it.
 
 use crate::floor::buf::IoBuf;
+use crate::floor::conns::Slot;
 use crate::floor::stream::ClientStream;
 use crate::floor::tables::sticky_ip::Target;
 use crate::upstream::prealloc::Prealloc;
@@ -16,6 +17,8 @@ pub struct Client {
     pub buf: Option<IoBuf>,
     /// What only some connections need, boxed so an idle connection does not carry it.
     pub pins: Option<Box<Pins>>,
+    /// What the connection is doing, for eviction under a flood.
+    pub state: Slot,
 }
 
 /// Per-connection state of the features that use it.

@@ -23,6 +23,7 @@ mod scratch;
 mod txn;
 pub mod view;
 
+use crate::floor::conns::{ConnState, Slot};
 use crate::floor::stats::Counter;
 use crate::floor::stream::ClientStream;
 use crate::floor::worker::{BusyGuard, Worker};
@@ -33,10 +34,12 @@ use std::rc::Rc;
 use tokio::io::AsyncWriteExt;
 
 /// Serves one HTTP client connection to its end.
-pub async fn serve(worker: Rc<Worker>, stream: ClientStream, peer: SocketAddr, listener: usize) {
+/// `state` tells eviction what the connection is doing (fresh until its first head is
+/// whole, then busy, idle between requests).
+pub async fn serve(worker: Rc<Worker>, stream: ClientStream, peer: SocketAddr, listener: usize, state: Slot) {
     let prealloc = prealloc::start(&worker, &worker.shared.snapshot.load(), listener, peer);
     let pins = prealloc.map(|p| Box::new(Pins { prealloc: Some(p), ..Pins::default() }));
-    let mut client = Client { stream, peer, buf: None, pins };
+    let mut client = Client { stream, peer, buf: None, pins, state };
     while wait_for_request(&worker, &mut client).await {
         // Boxed: the request phases hold far more state than an idle connection needs, and
         // an unboxed future would reserve that space in every idle keep-alive connection.
@@ -74,6 +77,9 @@ async fn wait_for_request(worker: &Worker, client: &mut Client) -> bool {
     }
     if let Some(buf) = client.buf.take() {
         worker.bufs.give(buf);
+    }
+    if client.state.get() == ConnState::Busy {
+        client.state.set(ConnState::Idle);
     }
     let idle = worker.shared.snapshot.load().config.timeouts.client_idle;
     // `poll_read_ready` parks the waker in the socket's own registration; `readable()` would

@@ -5,6 +5,7 @@
 //! over `upstream::decide`) → forward: pick, queue, connect, exchange, learn, with retries
 //! (`forward`, `exchange`, `reply`) → record and log (`observe::record`).
 
+use crate::floor::conns::ConnState;
 use crate::floor::failure::Refusal;
 use crate::floor::io::{read_some, write_all_parts};
 use crate::floor::snapshot::Snapshot;
@@ -93,6 +94,7 @@ impl Txn<'_> {
 
     /// A valid head arrived: count it, keep its start line for the log.
     fn on_head(&mut self) {
+        self.client.state.set(ConnState::Busy);
         self.worker.shared.stats.inc(Counter::Requests);
         self.s.method.clear();
         self.s.target.clear();
