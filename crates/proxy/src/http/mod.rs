@@ -87,10 +87,11 @@ async fn wait_for_request(worker: &Worker, client: &mut Client) -> bool {
     let readable = async {
         loop {
             std::future::poll_fn(|cx| client.stream.poll_read_ready(cx)).await?;
-            // The reactor may call a socket readable before a byte is there (a new
-            // connection is): ask the kernel, and wait again if nothing came, so a silent
-            // connection never takes a buffer.
-            if client.stream.has_bytes() {
+            // The reactor calls a new socket readable before a byte is there: on a fresh
+            // connection ask the kernel, and wait again if nothing came, so a silent
+            // connection never takes a buffer. (Later waits follow reads that cleared the
+            // readiness, and cost no extra syscall.)
+            if client.state.get() != ConnState::Fresh || client.stream.has_bytes() {
                 return Ok::<(), std::io::Error>(());
             }
         }
