@@ -200,7 +200,9 @@ mod tests {
     /// Both protocols through the one vocabulary: greet, log in, replay, tunnel.
     #[test]
     fn a_login_reads_the_same_in_both_protocols() {
-        let cases: [(Protocol, &[u8], &[u8], &[u8]); 2] = [
+        // (protocol, client's login, server's greeting, server's acceptance)
+        type Case = (Protocol, &'static [u8], &'static [u8], &'static [u8]);
+        let cases: [Case; 2] = [
             (Protocol::Pop3, b"USER tim\r\nPASS pw\r\n", b"+OK hi\r\n", b"+OK in\r\n"),
             (Protocol::Imap, b"a1 LOGIN tim pw\r\n", b"* OK hi\r\n", b"a1 OK in\r\n"),
         ];

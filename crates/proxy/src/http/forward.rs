@@ -38,13 +38,7 @@ impl<'a> Txn<'a> {
             if let Some(keep) = self.on_server_change(index).await {
                 return keep;
             }
-            let prealloc = self.client.take_prealloc(self.snap.group(d.group).servers[index].id);
-            let (worker, snap) = (self.worker, self.snap);
-            let result = match connect::connect(worker, snap, d.group, index, prealloc).await {
-                Ok(up) => self.exchange(up, body).await,
-                Err(f) => Err(f),
-            };
-            match result {
+            match self.attempt(d.group, index, body).await {
                 Ok(keep) => {
                     self.learn(d, index);
                     return keep;
@@ -54,11 +48,7 @@ impl<'a> Txn<'a> {
                     if !f.may_retry(replayable) || attempt == retries {
                         return self.fail(f).await;
                     }
-                    if self.client.stream.peer_closed() {
-                        // Nobody waits for the answer: another server must not get it.
-                        self.worker.shared.stats.inc(Counter::ClientGone);
-                        tracing::info!(client = %self.client.peer, "client gone; request not retried");
-                        self.outcome.error = Some("client closed before an answer");
+                    if self.client_left() {
                         return false;
                     }
                     self.worker.shared.stats.inc(Counter::Retries);
@@ -69,11 +59,31 @@ impl<'a> Txn<'a> {
         self.fail(last).await
     }
 
+    /// Whether the client has gone while its request waited for a server: nobody waits for
+    /// the answer, so another server must not get the request (counted, logged).
+    fn client_left(&mut self) -> bool {
+        if !self.client.stream.peer_closed() {
+            return false;
+        }
+        self.worker.shared.stats.inc(Counter::ClientGone);
+        tracing::info!(client = %self.client.peer, "client gone; request not retried");
+        self.outcome.error = Some("client closed before an answer");
+        true
+    }
+
     /// The server to try next.
     fn choose(&self, d: &Decision, tried: &Tried) -> Option<usize> {
         let key = self.s.has_key.then_some(self.s.key.as_slice());
         let prefer = d.server.map(|(id, _)| id);
         connect::choose(self.worker, self.snap, d.group, prefer, tried, key)
+    }
+
+    /// One try on server `index`: connect (or reuse), then exchange.
+    async fn attempt(&mut self, group: usize, index: usize, body: &BodyScanner) -> Result<bool, Failure> {
+        let prealloc = self.client.take_prealloc(self.snap.group(group).servers[index].id);
+        let (worker, snap) = (self.worker, self.snap);
+        let up = connect::connect(worker, snap, group, index, prealloc).await?;
+        self.exchange(up, body).await
     }
 
     /// Tells the client about a failure, if it can still be told; the connection closes.
