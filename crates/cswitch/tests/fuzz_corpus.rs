@@ -49,6 +49,20 @@ fn the_seeds_are_valid_inputs_where_they_should_be() {
     let head = read("request_head/get");
     let mut req = http1::RequestHead::new();
     assert_eq!(req.parse(&head, &http1::HeadLimits::default()), Ok(http1::Parse::Complete));
+    let session = read("smtp_front/session");
+    let mut front = mail::smtp::Front::new(mail::smtp::FrontConfig::default());
+    front.feed(&session[1..]);
+    let mut out = Vec::new();
+    let mut saw_data = false;
+    while let Some(event) = front.poll(&mut out) {
+        match event {
+            mail::smtp::Event::Mail { .. } => front.accept_mail(&mut out),
+            mail::smtp::Event::Rcpt { .. } => front.accept_rcpt(&mut out),
+            mail::smtp::Event::Data => saw_data = true,
+            _ => {}
+        }
+    }
+    assert!(saw_data, "the SMTP seed reaches DATA");
     for config in ["config_load/cswitch.toml", "config_load/demo.toml"] {
         let text = String::from_utf8(read(config)).unwrap();
         let _ = config::parse(&text, Path::new(config)); // examples may name files elsewhere
