@@ -71,6 +71,7 @@ struct GroupOps {
     slow_start: std::time::Duration,
     drain_timeout: std::time::Duration,
     weights: crate::WeightSource,
+    reuse: crate::Reuse,
 }
 
 impl GroupDraft {
@@ -88,6 +89,7 @@ impl GroupDraft {
             slow_start: self.ops.slow_start,
             drain_timeout: self.ops.drain_timeout,
             weights: self.ops.weights,
+            reuse: self.ops.reuse,
             servers: servers?,
         })
     }
@@ -243,9 +245,21 @@ pub(crate) fn group(t: &Table, sink: &mut Sink) -> GroupDraft {
             slow_start: t.duration_or(sink, "slow_start", std::time::Duration::ZERO, true),
             drain_timeout: t.duration_or(sink, "drain_timeout", std::time::Duration::from_secs(300), false),
             weights: health::weights(t, sink),
+            reuse: reuse(t, sink),
         },
         servers,
     }
+}
+
+/// A group's `reuse` policy for pooled server connections (default safe).
+fn reuse(t: &Table, sink: &mut Sink) -> crate::Reuse {
+    let Some(r) = t.string(sink, "reuse") else { return crate::Reuse::default() };
+    crate::Reuse::from_name(r.value).unwrap_or_else(|| {
+        let message =
+            format!("unknown reuse policy `{}`; valid: {}", r.value, crate::Reuse::NAMES.join(", "));
+        sink.error(&r.span, &r.key, message, suggest::hint(r.value, crate::Reuse::NAMES.iter().copied()));
+        crate::Reuse::default()
+    })
 }
 
 fn scheduler(t: &Table, sink: &mut Sink) -> SchedulerKind {

@@ -62,6 +62,7 @@ pub(crate) const GROUP_KEYS: &[&str] = &[
     "slow_start",
     "drain_timeout",
     "weights",
+    "reuse",
 ];
 pub(crate) const SERVER_KEYS: &[&str] = &["name", "addr", "weight", "maxconn", "cookie", "state"];
 pub(crate) const PERSISTENCE_KEYS: &[&str] = &[

@@ -256,6 +256,8 @@ pub struct Group {
     pub drain_timeout: Duration,
     /// Where weights come from: the config, or the servers' capacity agents.
     pub weights: WeightSource,
+    /// Which requests may ride a pooled server connection (default safe).
+    pub reuse: Reuse,
     /// At least one; names unique within the group.
     pub servers: Vec<Server>,
 }
@@ -402,6 +404,35 @@ impl ServerState {
             "ready" => Some(ServerState::Ready),
             "drain" => Some(ServerState::Drain),
             "maint" => Some(ServerState::Maint),
+            _ => None,
+        }
+    }
+}
+
+/// Which requests may ride an idle pooled server connection (HAProxy's `http-reuse`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reuse {
+    /// A client connection's first request never rides a server connection another client
+    /// used: bytes a server sends late (an unsolicited response) cannot reach a new
+    /// client. Its later requests may share (default).
+    #[default]
+    Safe,
+    /// Any request rides any idle connection to its server.
+    Always,
+    /// A server connection is only ever used again by the client connection that opened it.
+    Never,
+}
+
+impl Reuse {
+    /// Config names.
+    pub const NAMES: [&'static str; 3] = ["safe", "always", "never"];
+
+    /// The policy named `name`.
+    pub fn from_name(name: &str) -> Option<Reuse> {
+        match name {
+            "safe" => Some(Reuse::Safe),
+            "always" => Some(Reuse::Always),
+            "never" => Some(Reuse::Never),
             _ => None,
         }
     }

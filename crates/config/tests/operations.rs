@@ -235,3 +235,14 @@ fn admin_cannot_share_a_listeners_address() {
     // Another port, or UDP `[agents]` on the same address, is fine.
     config(&format!("[admin]\nbind = \"127.0.0.1:8081\"\n[agents]\nbind = \"127.0.0.1:8080\"\n{GROUP}"));
 }
+
+#[test]
+fn reuse_policy_defaults_to_safe_and_names_the_valid_ones() {
+    assert_eq!(config(GROUP).groups[0].reuse, cswitch_config::Reuse::Safe);
+    let never = GROUP.replace("servers =", "reuse = \"never\"\nservers =");
+    assert_eq!(config(&never).groups[0].reuse, cswitch_config::Reuse::Never);
+    let bad = GROUP.replace("servers =", "reuse = \"alway\"\nservers =");
+    let d = one(&bad);
+    assert!(d.message.contains("unknown reuse policy `alway`; valid: safe, always, never"), "{}", d.message);
+    assert_eq!(d.hint.as_deref(), Some("did you mean `always`?"));
+}

@@ -113,6 +113,7 @@ fn group(name: &str, scheduler: SchedulerKind, servers: Vec<Server>) -> Group {
         slow_start: Duration::ZERO,
         drain_timeout: Duration::from_secs(300),
         weights: WeightSource::Config,
+        reuse: cswitch_config::Reuse::Safe,
         servers,
     }
 }

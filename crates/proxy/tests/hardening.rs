@@ -176,3 +176,65 @@ async fn a_flood_of_silent_connections_does_not_lock_clients_out() {
     let slow = busy.read_response().await.expect("the request in progress was not evicted");
     assert_eq!(slow.status, 200);
 }
+
+/// A server that answers every request with `ok`, sends an unsolicited second response
+/// 30 ms later, and takes 50 ms to answer a later request on the same connection.
+async fn late_talker() -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let conns = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&conns);
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            counted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut first = true;
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 {
+                        return;
+                    }
+                    if !first {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    first = false;
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").await;
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray").await;
+                }
+            });
+        }
+    });
+    (addr, conns)
+}
+
+/// `reuse = "safe"` (the default): a client connection's first request never rides a
+/// server connection another client used, so a response a server sends late cannot reach
+/// a new client; `always` shows the hazard the default avoids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_response_never_reaches_another_client() {
+    for (policy, stray_expected) in [("safe", false), ("never", false), ("always", true)] {
+        let (server, _) = late_talker().await;
+        let text = format!(
+            "[global]\nworkers = 1\n[access_log]\nenabled = false\n\
+             [[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"web\"\n\
+             [[group]]\nname = \"web\"\nreuse = \"{policy}\"\nservers = [ {{ name = \"s\", addr = \"{server}\" }} ]\n"
+        );
+        let switch = Switch::start(config::parse(&text, Path::new("t.toml")).unwrap()).unwrap();
+        let addr = switch.local_addr("web").unwrap();
+        let mut strays = 0;
+        for _ in 0..5 {
+            let first = testkit::get(addr, "/").await.unwrap();
+            assert_eq!(first.body_str(), "ok");
+            // Another client, within the 30 ms before the stray response arrives.
+            let second = testkit::get(addr, "/").await.unwrap();
+            strays += usize::from(second.body_str() == "stray");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if stray_expected {
+            assert!(strays > 0, "{policy}: the hazard did not show (test too weak)");
+        } else {
+            assert_eq!(strays, 0, "{policy}: a stray response reached another client");
+        }
+    }
+}

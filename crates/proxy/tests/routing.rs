@@ -46,7 +46,9 @@ async fn pipelined_requests_are_answered_in_order_across_servers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn switching_back_reuses_the_pooled_server_connection() {
-    let h = start(&["s1", "s2"], "").await;
+    // `always`: pooled connections are shared across client connections too (the default,
+    // `safe`, gives each client connection's first request a fresh one).
+    let h = start(&["s1", "s2"], "reuse = \"always\"\n").await;
     for _ in 0..3 {
         let mut c = RawClient::connect(h.addr).await.unwrap();
         for _ in 0..4 {

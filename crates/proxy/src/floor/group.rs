@@ -38,6 +38,8 @@ pub struct GroupRt {
     pub drain_timeout: Duration,
     /// Where weights come from.
     pub weights: WeightSource,
+    /// Which requests may ride a pooled connection (`reuse`).
+    pub reuse: config::Reuse,
     /// Servers in config order.
     pub servers: Vec<Arc<ServerRt>>,
 }
@@ -125,6 +127,7 @@ pub(crate) fn build_group(group: &config::Group, previous: Option<&GroupRt>, gen
         slow_start: group.slow_start,
         drain_timeout: group.drain_timeout,
         weights: group.weights,
+        reuse: group.reuse,
         servers,
     };
     rt.shared = shared_slot(

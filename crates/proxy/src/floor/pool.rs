@@ -14,6 +14,17 @@ use tokio::net::TcpStream;
 struct Idle {
     stream: TcpStream,
     since: Instant,
+    /// The client connection whose request it carried last.
+    owner: u64,
+}
+
+/// Which idle connections a request may take (a group's `reuse` policy, applied).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Take {
+    /// Any idle connection to the server.
+    Any,
+    /// Only one the client connection `owner` used last.
+    OwnedBy(u64),
 }
 
 /// Idle connections of one worker.
@@ -28,17 +39,21 @@ impl Pools {
         Pools { idle: RefCell::new(HashMap::new()), max_per_server }
     }
 
-    /// The most recently used live idle connection to `server`, if any. Connections the
-    /// server closed while idle are dropped here.
-    pub fn take(&self, server: u64) -> Option<TcpStream> {
+    /// The most recently used live idle connection to `server` that `which` allows, if
+    /// any. Connections the server closed, or sent bytes on, while idle are dropped here
+    /// (the count of those is returned in the second place, for the caller to record).
+    pub fn take(&self, server: u64, which: Take) -> (Option<TcpStream>, usize) {
         let mut idle = self.idle.borrow_mut();
-        let list = idle.get_mut(&server)?;
-        while let Some(conn) = list.pop() {
+        let Some(list) = idle.get_mut(&server) else { return (None, 0) };
+        let mut dropped = 0;
+        while let Some(i) = list.iter().rposition(|c| which == Take::Any || Take::OwnedBy(c.owner) == which) {
+            let conn = list.remove(i);
             if still_open(&conn.stream) {
-                return Some(conn.stream);
+                return (Some(conn.stream), dropped);
             }
+            dropped += 1;
         }
-        None
+        (None, dropped)
     }
 
     /// Whether an idle connection to `server` is pooled (it may since have been closed).
@@ -46,12 +61,13 @@ impl Pools {
         self.idle.borrow().get(&server).is_some_and(|l| !l.is_empty())
     }
 
-    /// Keeps `stream` for reuse (dropped if the server's pool is full).
-    pub fn put(&self, server: u64, stream: TcpStream) {
+    /// Keeps `stream`, last used by client connection `owner`, for reuse (dropped if the
+    /// server's pool is full).
+    pub fn put(&self, server: u64, stream: TcpStream, owner: u64) {
         let mut idle = self.idle.borrow_mut();
         let list = idle.entry(server).or_default();
         if list.len() < self.max_per_server {
-            list.push(Idle { stream, since: Instant::now() });
+            list.push(Idle { stream, since: Instant::now(), owner });
         }
     }
 

@@ -115,6 +115,9 @@ counters! {
     TlsMalformed => "tls_malformed",
     /// TLS handshakes that failed or timed out on a terminating listener.
     TlsHandshakeFailed => "tls_handshake_failed",
+    /// Idle pooled server connections dropped when taken: the server had closed them, or
+    /// sent bytes nobody asked for.
+    PoolDiscarded => "pool_discarded",
     /// Clients that closed in the middle of sending a request body.
     ClientAbortedBody => "client_aborted_body",
     /// Requests abandoned (not retried on another server) because their client had gone.

@@ -28,6 +28,8 @@ pub struct Worker {
     pub candidates: RefCell<Vec<Candidate>>,
     /// Rule evaluation scratch (used synchronously, never across an await).
     pub eval: RefCell<rules::EvalState>,
+    /// The id the next client connection gets (owners of pooled server connections).
+    pub next_client: Cell<u64>,
     /// This worker's client connections, for eviction under a flood.
     pub conns: crate::floor::conns::Conns,
     /// When a refused connection was last logged (refusals are logged at most once a
@@ -54,6 +56,7 @@ impl Worker {
             schedulers: RefCell::new(WorkerSchedulers::default()),
             candidates: RefCell::new(Vec::new()),
             eval: RefCell::new(rules::EvalState::new()),
+            next_client: Cell::new(1),
             conns: Default::default(),
             refusals_logged: Cell::new((None, 0)),
             busy: Cell::new(0),
@@ -61,6 +64,13 @@ impl Worker {
             busy_ended: Notify::new(),
             shared: Arc::clone(&shared),
         }
+    }
+
+    /// A new client connection's id (unique within this worker).
+    pub fn client_id(&self) -> u64 {
+        let id = self.next_client.get();
+        self.next_client.set(id + 1);
+        id
     }
 
     /// True once shutdown has begun.

@@ -2,6 +2,7 @@
 
 use crate::floor::buf::IoBuf;
 use crate::floor::conns::Slot;
+use crate::floor::pool::Take;
 use crate::floor::stream::ClientStream;
 use crate::floor::tables::sticky_ip::Target;
 use crate::upstream::prealloc::Prealloc;
@@ -19,6 +20,10 @@ pub struct Client {
     pub pins: Option<Box<Pins>>,
     /// What the connection is doing, for eviction under a flood.
     pub state: Slot,
+    /// Unique within the worker: which pooled server connections it used last.
+    pub id: u64,
+    /// A request of this connection has been answered by a server (`reuse = "safe"`).
+    pub served: bool,
 }
 
 /// Per-connection state of the features that use it.
@@ -47,6 +52,15 @@ impl Client {
     /// The server of the previous request, when it is tracked.
     pub fn last_server(&self) -> Option<u64> {
         self.pins.as_ref().and_then(|p| p.last_server)
+    }
+
+    /// The pooled connections this connection's next request may take, by `policy`.
+    pub fn pool_take(&self, policy: config::Reuse) -> Take {
+        match policy {
+            config::Reuse::Always => Take::Any,
+            config::Reuse::Safe if self.served => Take::Any,
+            config::Reuse::Safe | config::Reuse::Never => Take::OwnedBy(self.id),
+        }
     }
 
     /// The pre-allocated connection, if it goes to `server`.

@@ -123,7 +123,7 @@ impl<'a> Txn<'a> {
             (Some(Err(f)), _) => Err(f),
             (Some(Ok(Replied::Complete { server_reusable, keep_client })), _) => {
                 if server_reusable && pumped {
-                    worker.pools.put(up.server.id, up.stream);
+                    worker.pools.put(up.server.id, up.stream, self.client.id);
                 }
                 Ok(keep_client && pumped)
             }

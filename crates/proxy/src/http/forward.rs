@@ -40,6 +40,7 @@ impl<'a> Txn<'a> {
             }
             match self.attempt(d.group, index, body).await {
                 Ok(keep) => {
+                    self.client.served = true;
                     self.learn(d, index);
                     return keep;
                 }
@@ -80,9 +81,11 @@ impl<'a> Txn<'a> {
 
     /// One try on server `index`: connect (or reuse), then exchange.
     async fn attempt(&mut self, group: usize, index: usize, body: &BodyScanner) -> Result<bool, Failure> {
-        let prealloc = self.client.take_prealloc(self.snap.group(group).servers[index].id);
+        let g = self.snap.group(group);
+        let prealloc = self.client.take_prealloc(g.servers[index].id);
+        let pool = Some(self.client.pool_take(g.reuse));
         let (worker, snap) = (self.worker, self.snap);
-        let up = connect::connect(worker, snap, group, index, prealloc).await?;
+        let up = connect::connect(worker, snap, group, index, pool, prealloc).await?;
         self.exchange(up, body).await
     }
 

@@ -39,7 +39,8 @@ use tokio::io::AsyncWriteExt;
 pub async fn serve(worker: Rc<Worker>, stream: ClientStream, peer: SocketAddr, listener: usize, state: Slot) {
     let prealloc = prealloc::start(&worker, &worker.shared.snapshot.load(), listener, peer);
     let pins = prealloc.map(|p| Box::new(Pins { prealloc: Some(p), ..Pins::default() }));
-    let mut client = Client { stream, peer, buf: None, pins, state };
+    let id = worker.client_id();
+    let mut client = Client { stream, peer, buf: None, pins, state, id, served: false };
     while wait_for_request(&worker, &mut client).await {
         // Boxed: the request phases hold far more state than an idle connection needs, and
         // an unboxed future would reserve that space in every idle keep-alive connection.

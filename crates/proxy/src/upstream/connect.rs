@@ -7,6 +7,7 @@
 //! loop because an exchange can fail too.
 
 use crate::floor::failure::{Failure, Refusal};
+use crate::floor::pool::Take;
 use crate::floor::server::ServerRt;
 use crate::floor::snapshot::Snapshot;
 use crate::floor::stats::Counter;
@@ -49,18 +50,19 @@ pub fn choose(
 }
 
 /// Takes a slot of server `index` of `group` and connects to it (reusing an idle pooled
-/// connection, or `prealloc` when it goes to that server).
+/// connection `pool` allows — `None`: never — or `prealloc` when it goes to that server).
 pub async fn connect<'s>(
     worker: &Worker,
     snap: &'s Snapshot,
     group: usize,
     index: usize,
+    pool: Option<Take>,
     prealloc: Option<Prealloc>,
 ) -> Result<Upstream<'s>, Failure> {
     let server = &**snap.group(group).servers.get(index).ok_or(Failure::internal(NO_SERVER))?;
     let slot = acquire_slot(server, snap, &worker.shared.stats).await?;
     let active = ActiveGuard::new(server);
-    let (stream, reused) = open(worker, snap, server, prealloc).await?;
+    let (stream, reused) = open(worker, snap, server, pool, prealloc).await?;
     Ok(Upstream { index, server, stream, reused, _slot: slot, _active: active })
 }
 
@@ -73,12 +75,21 @@ async fn open(
     worker: &Worker,
     snap: &Snapshot,
     server: &ServerRt,
+    pool: Option<Take>,
     prealloc: Option<Prealloc>,
 ) -> Result<(TcpStream, bool), Failure> {
     let stats = &worker.shared.stats;
-    if let Some(stream) = worker.pools.take(server.id) {
-        stats.inc(Counter::PoolReuse);
-        return Ok((stream, true));
+    if let Some(which) = pool {
+        let (stream, discarded) = worker.pools.take(server.id, which);
+        if discarded > 0 {
+            // Closed by the server, or readable: bytes nobody asked for must reach no one.
+            (0..discarded).for_each(|_| stats.inc(Counter::PoolDiscarded));
+            tracing::info!(server = %server.name, discarded, "idle pooled connections closed or sent bytes; dropped");
+        }
+        if let Some(stream) = stream {
+            stats.inc(Counter::PoolReuse);
+            return Ok((stream, true));
+        }
     }
     if let Some(early) = prealloc.filter(|p| p.server == server.id) {
         if let Some(stream) = early.finish(snap.config.timeouts.server_connect).await {
@@ -147,8 +158,8 @@ pub async fn pick_and_connect<'s>(
             tracing::warn!(group = %snap.group(group).name, "no usable server");
             return Err(last);
         };
-        // Servers of connection-level listeners are never pooled: this always connects.
-        match connect(worker, snap, group, index, None).await {
+        // Connection-level sessions never take (or leave) pooled connections.
+        match connect(worker, snap, group, index, None, None).await {
             Ok(up) => {
                 passive::on_success(up.server);
                 return Ok(up);
