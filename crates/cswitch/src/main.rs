@@ -38,9 +38,13 @@ enum Command {
     /// access log): every error `run` would refuse, with file:line:col, in one report; exit 1
     /// on error.
     Check {
-        /// Config file (TOML).
-        #[arg(short, long)]
-        config: PathBuf,
+        /// Config file (TOML), as `--config FILE` or just `FILE` (as `nginx -t -c` users
+        /// expect).
+        #[arg(short, long, required_unless_present = "file", conflicts_with = "file")]
+        config: Option<PathBuf>,
+        /// Config file, positional.
+        #[arg(value_name = "CONFIG")]
+        file: Option<PathBuf>,
     },
     /// Start three built-in origins and the switch in front of them on 127.0.0.1:8080.
     Demo,
@@ -76,7 +80,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run { config } => run(&config),
-        Command::Check { config } => return check::run(&config),
+        Command::Check { config, file } => {
+            // clap makes exactly one of them present.
+            let path = config.or(file).unwrap_or_default();
+            return check::run(&path);
+        }
         Command::Demo => demo::run(),
         Command::Explain { config, request, src, listener } => {
             explain::run(&config, &request, src, listener.as_deref())

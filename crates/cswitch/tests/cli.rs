@@ -20,6 +20,27 @@ fn check_accepts_the_commented_example() {
     assert!(String::from_utf8_lossy(&out.stdout).contains(": ok"));
 }
 
+/// `cswitch check FILE` works as `cswitch check --config FILE` does; giving neither, or
+/// both, is a usage error.
+#[test]
+fn check_takes_the_config_path_as_an_argument_too() {
+    let example = workspace_file("examples/cswitch.toml");
+    let out = cswitch().arg("check").arg(&example).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bad = tempdir("check-positional").join("bad.toml");
+    std::fs::write(&bad, "[global]\nworkers = \"two\"\n").unwrap();
+    let out = cswitch().arg("check").arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("bad.toml:2:"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(cswitch().arg("check").output().unwrap().status.code(), Some(2), "no config: usage error");
+    let both = cswitch().args(["check", "--config"]).arg(&example).arg(&example).output().unwrap();
+    assert_eq!(both.status.code(), Some(2), "both: usage error");
+}
+
 #[test]
 fn check_accepts_the_demo_config_and_its_rules() {
     let out =
