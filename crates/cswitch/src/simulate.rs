@@ -2,6 +2,7 @@
 //! and prints seed 002's tables, computed: imbalance, hit ratio, disk bytes, keys moved.
 
 use anyhow::Context;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 /// Arguments of `cswitch simulate`.
@@ -39,15 +40,30 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             .context("--algorithms")?,
         inflight_per_server: args.inflight,
     };
-    let trace = sim::Trace::load(&args.trace)?;
-    let rows =
-        sim::simulate(&trace, &opts, &mut |algo, n| eprintln!("simulate: {} on {n} server(s)", algo.label));
+    // The load error already names the file and the OS's reason: one message, not a chain
+    // that repeats it.
+    let trace = sim::Trace::load(&args.trace).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let rows = sim::simulate(&trace, &opts, &mut progress());
+    if std::io::stderr().is_terminal() {
+        eprintln!();
+    }
     print!("{}", sim::report::text(&trace, &opts, &rows));
     if let Some(path) = &args.csv {
         std::fs::write(path, sim::report::csv(&trace, &rows))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
+}
+
+/// Progress on one line that rewrites itself when stderr is a terminal; nothing otherwise
+/// (a log or a pipe gets no hundreds of lines).
+fn progress() -> impl FnMut(&sim::Algo, usize) {
+    let terminal = std::io::stderr().is_terminal();
+    move |algo, n| {
+        if terminal {
+            eprint!("\rsimulate: {} on {n} server(s)\x1b[K", algo.label);
+        }
+    }
 }
 
 /// Largest server count accepted: the grid is algorithms × counts replays.

@@ -65,6 +65,8 @@ fn simulate_plain_trace() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    // stderr is a pipe here, not a terminal: no progress lines.
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
     for title in [
         "Load imbalance: max/mean requests per server",
         "Cache hit ratio, % of requests (LRU 1 MiB per server)",
@@ -124,5 +126,8 @@ fn simulate_zipf_and_errors() {
 
     let out = cswitch().args(["simulate", "--trace", "/nonexistent/trace.txt"]).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/trace.txt"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("/nonexistent/trace.txt"));
+    assert_eq!(stderr.matches("No such file").count(), 1, "the reason once: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
