@@ -22,7 +22,7 @@ pub fn serve_until_stopped(switch: &proxy::Switch, config: Option<&Path>) -> any
                 _ = term.recv() => break,
                 _ = int.recv() => break,
                 _ = hup.recv() => match config {
-                    Some(path) => reload(switch, path),
+                    Some(path) => reload(switch, path, "SIGHUP"),
                     None => tracing::warn!("SIGHUP ignored: no config file to reload"),
                 },
                 _ = tick.tick() => {
@@ -31,8 +31,7 @@ pub fn serve_until_stopped(switch: &proxy::Switch, config: Option<&Path>) -> any
                         stamps = now;
                         match config {
                             Some(path) => {
-                                tracing::info!("a rule file changed; reloading");
-                                reload(switch, path);
+                                reload(switch, path, "file watch: a rule file changed");
                             }
                             None => tracing::warn!("a rule file changed; no config file to reload"),
                         }
@@ -57,11 +56,10 @@ fn rule_file_stamps(cfg: &config::Config) -> Vec<Option<std::time::SystemTime>> 
         .collect()
 }
 
-fn reload(switch: &proxy::Switch, path: &Path) {
+fn reload(switch: &proxy::Switch, path: &Path, why: &str) {
     if switch.config().source != path {
         tracing::warn!(path = %path.display(), "reloading a config file other than the running one");
     }
-    if let Err(e) = switch.reload_file("reload") {
-        tracing::error!("reload refused, config unchanged:\n{e}");
-    }
+    // A refusal is logged by the switch, with its cause.
+    let _ = switch.reload_file(why);
 }

@@ -201,7 +201,11 @@ fn a_changed_rule_file_is_reloaded_without_a_signal() {
     // mtime resolution: make sure the new file's time differs.
     std::thread::sleep(Duration::from_millis(1100));
     std::fs::write(dir.join("web.rules"), "B: if (prefix(path, \"/\")) { routeTo(gb); }\n").unwrap();
-    run.wait_for("config reloaded");
+    // Only the rule file changed: the log says how its rules did, and why it reloaded.
+    let rules = run.wait_for("rules changed");
+    assert!(rules.contains("added=[\"B\"]") && rules.contains("removed=[\"A\"]"), "{rules}");
+    let reloaded = run.wait_for("config reloaded");
+    assert!(reloaded.contains("file watch"), "{reloaded}");
     assert_eq!(origin(&rt), "b");
     run.signal("-TERM");
     assert!(run.child.wait().unwrap().success());

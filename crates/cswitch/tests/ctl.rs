@@ -26,7 +26,7 @@ fn config(origins: &[&testkit::Origin]) -> String {
 
 /// A running switch and the addresses its log names.
 struct Switch {
-    _run: Running,
+    run: Running,
     admin: SocketAddr,
     web: SocketAddr,
 }
@@ -37,7 +37,7 @@ fn start(path: &Path) -> Switch {
     let run = Running::start(path);
     let web = addr_in(&run.wait_for("listening"));
     let admin = addr_in(&run.wait_for("admin listener"));
-    Switch { _run: run, admin, web }
+    Switch { run, admin, web }
 }
 
 /// The `addr=IP:PORT` field of a log line.
@@ -157,6 +157,9 @@ fn ctl_errors_exit_1_with_the_apis_message() {
     std::fs::write(&path, "[[listener]]\nname = 1\n").unwrap();
     let broken = fails(&run, &["reload"]);
     assert!(broken.contains("400:") && broken.contains("cswitch.toml:"), "{broken}");
+    // The switch's own log says it too, at ERROR, with the cause.
+    let logged = run.run.wait_for("reload refused");
+    assert!(logged.contains("ERROR") && logged.contains("POST /api/reload"), "{logged}");
     assert!(ok(&run, &["status"]).contains("config generation 0"), "nothing changed");
 
     // The token: none → 401 with a hint; --token and --token-file work.

@@ -252,6 +252,7 @@ impl Switch {
             ReloadError::Tls(e)
         })?;
         let generation = current.generation + 1;
+        log_rule_changes(&current, &rules);
         let parts = ListenerParts { rules, tls };
         let next = Snapshot::build(config, parts, Some(&current), generation);
         let lifetime = next.config.timeouts.sticky_ip;
@@ -311,13 +312,20 @@ impl Switch {
     /// Re-reads the config file the switch was started with (or last reloaded from) and
     /// applies it. A file that does not validate changes nothing; its diagnostics are
     /// returned (and counted as a failed reload).
+    /// A refusal is logged at ERROR with its cause and reason, whoever asked.
     pub fn reload_file(&self, why: &str) -> Result<(u64, Vec<config::Change>), String> {
         let path = self.config().source;
-        let config = config::load(&path).map_err(|diags| {
-            self.note_failed_reload();
-            diags.to_string()
-        })?;
-        self.apply(config, why).map_err(|e| e.to_string())
+        let result = match config::load(&path) {
+            Ok(config) => self.apply(config, why).map_err(|e| e.to_string()),
+            Err(diags) => {
+                self.note_failed_reload();
+                Err(diags.to_string())
+            }
+        };
+        if let Err(reason) = &result {
+            tracing::error!("reload refused ({why}), config unchanged:\n{reason}");
+        }
+        result
     }
 
     /// Counts a reload refused before it reached the switch (e.g. an invalid file).
@@ -340,6 +348,30 @@ impl Switch {
 impl Drop for Switch {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// Logs, per listener, how its rules changed in a reload (a rule file can change while the
+/// config does not): rules added and removed by label, and whether the others changed.
+fn log_rule_changes(current: &Snapshot, next: &[Option<Arc<RuleSet>>]) {
+    let labels = |r: &RuleSet| -> Vec<String> {
+        (0..r.len()).filter_map(|i| r.label(i).map(str::to_string)).collect()
+    };
+    for (old, new) in current.listeners.iter().zip(next) {
+        let (before, after) = (old.rules.as_deref(), new.as_deref());
+        if before.map(ToString::to_string) == after.map(ToString::to_string) {
+            continue;
+        }
+        let (was, now) = (before.map(labels).unwrap_or_default(), after.map(labels).unwrap_or_default());
+        let added: Vec<&String> = now.iter().filter(|l| !was.contains(l)).collect();
+        let removed: Vec<&String> = was.iter().filter(|l| !now.contains(l)).collect();
+        tracing::info!(
+            listener = %old.name,
+            rules = now.len(),
+            added = ?added,
+            removed = ?removed,
+            "rules changed (kept labels may have new conditions or actions)"
+        );
     }
 }
 

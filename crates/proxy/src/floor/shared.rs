@@ -57,7 +57,13 @@ impl Shared {
             rules: current.listeners.iter().map(|l| l.rules.clone()).collect(),
             tls: current.listeners.iter().map(|l| l.tls.clone()).collect(),
         };
-        let next = Snapshot::build(current.config.clone(), parts, Some(&current), current.generation + 1);
+        let generation = current.generation + 1;
+        let next = Snapshot::build(current.config.clone(), parts, Some(&current), generation);
         self.snapshot.store(Arc::new(next));
+        tracing::info!(
+            generation,
+            cause = "health loop: servers that finished leaving dropped",
+            "config generation live"
+        );
     }
 }
