@@ -20,7 +20,7 @@ pub(crate) async fn handle(ctx: &Arc<Ctx>, req: &Request) -> Response {
         [""] | ["metrics"] | ["api", "status" | "groups" | "stick-tables" | "rules"] => &["GET"],
         ["api", "servers"] => &["GET", "POST"],
         ["api", "servers", _, _] => &["PATCH", "DELETE"],
-        ["api", "reload" | "explain"] => &["POST"],
+        ["api", "reload" | "reopen" | "explain"] => &["POST"],
         _ => return Response::error(404, format!("no such path: /{}", segments.join("/"))),
     };
     if !allowed.contains(&method) {
@@ -42,6 +42,7 @@ pub(crate) async fn handle(ctx: &Arc<Ctx>, req: &Request) -> Response {
         ("PATCH", ["api", "servers", group, name]) => crate::edits::patch(ctx, group, name, &req.body).await,
         ("DELETE", ["api", "servers", group, name]) => crate::edits::delete(ctx, group, name).await,
         ("POST", ["api", "reload"]) => crate::edits::reload(ctx).await,
+        ("POST", ["api", "reopen"]) => reopen(ctx),
         ("POST", ["api", "explain"]) => explain(ctx, req),
         _ => Response::error(500, "route table and handlers disagree"),
     }
@@ -57,6 +58,14 @@ fn servers(ctx: &Ctx, group: Option<&str>) -> Response {
         servers.retain(|s| s.group == group);
     }
     Response::json(200, &servers)
+}
+
+/// `POST /api/reopen`: the access log is reopened at its configured path (after rotation).
+fn reopen(ctx: &Ctx) -> Response {
+    match ctx.switch.reopen_log("admin: POST /api/reopen") {
+        Ok(()) => Response::json(200, &serde_json::json!({ "reopened": true })),
+        Err(e) => Response::error(500, format!("access log not reopened: {e}")),
+    }
 }
 
 /// `POST /api/explain[?listener=NAME&src=IP:PORT]` with a raw request as the body.

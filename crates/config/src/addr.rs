@@ -28,6 +28,22 @@ pub(crate) fn parse_server(text: &str) -> Result<SocketAddr, AddrError> {
     Ok(addr)
 }
 
+/// Parses a network: `IP/prefix`, or a bare IP (one address).
+pub(crate) fn parse_net(text: &str) -> Result<crate::IpNet, AddrError> {
+    let (ip, prefix) = text.split_once('/').map_or((text, None), |(ip, p)| (ip, Some(p)));
+    let bad = || AddrError {
+        message: format!("`{text}` is not a network"),
+        hint: Some("write an IP or IP/prefix, e.g. \"10.0.0.0/8\" or \"::1\"".into()),
+    };
+    let addr: IpAddr = ip.parse().map_err(|_| bad())?;
+    let width = if addr.is_ipv4() { 32 } else { 128 };
+    let prefix = match prefix {
+        None => width,
+        Some(p) => p.parse::<u8>().ok().filter(|p| *p <= width).ok_or_else(bad)?,
+    };
+    Ok(crate::IpNet { addr, prefix })
+}
+
 /// Says what is wrong with a string that is not `IP:port`; `port` goes into examples.
 fn explain(text: &str, port: u16) -> AddrError {
     let error = |message: String, hint: String| AddrError { message, hint: Some(hint) };

@@ -6,7 +6,7 @@
 //! and an addition, and reordering entries is not a change.
 
 use crate::duration;
-use crate::{AccessLog, Config, Global, Group, Limits, Listener, LogFormat, Server, Timeouts};
+use crate::{AccessLog, Config, Global, Group, Limits, Listener, LogField, LogFormat, Server, Timeouts};
 use balance::SchedulerKind;
 use std::fmt;
 
@@ -314,6 +314,25 @@ fn log_fields(a: &AccessLog, b: &AccessLog) -> Vec<String> {
     field(&mut out, "enabled", a.enabled, b.enabled);
     field(&mut out, "format", format(a), format(b));
     field(&mut out, "path", path(a), path(b));
+    // The default follows the format: a format change alone is not a fields change.
+    let names = |l: &AccessLog| {
+        let default = match l.format {
+            LogFormat::Text => LogField::DEFAULT_TEXT.to_vec(),
+            LogFormat::Json => LogField::default_json(),
+        };
+        if l.fields == default {
+            return "default".to_string();
+        }
+        l.fields.iter().map(|f| f.name()).collect::<Vec<_>>().join(" ")
+    };
+    field(&mut out, "fields", names(a), names(b));
+    let syslog = |l: &AccessLog| match &l.syslog {
+        None => "off".to_string(),
+        Some(crate::SyslogTarget::Udp(a)) => format!("udp://{a}"),
+        Some(crate::SyslogTarget::Unix(p)) => format!("unix:{}", p.display()),
+    };
+    field(&mut out, "syslog", syslog(a), syslog(b));
+    field(&mut out, "facility", a.facility, b.facility);
     out
 }
 
@@ -361,6 +380,11 @@ fn listener_fields(a: &Listener, b: &Listener) -> Vec<String> {
     field(&mut out, "rules", rules(a), rules(b));
     field(&mut out, "x_forwarded_for", a.x_forwarded_for, b.x_forwarded_for);
     field(&mut out, "x_forwarded_proto", a.x_forwarded_proto, b.x_forwarded_proto);
+    let nets = |l: &Listener| {
+        let v: Vec<String> = l.trusted_proxies.iter().map(|n| format!("{}/{}", n.addr, n.prefix)).collect();
+        format!("[{}]", v.join(", "))
+    };
+    field(&mut out, "trusted_proxies", nets(a), nets(b));
     field(&mut out, "xml_form_field", format!("{:?}", a.xml_form_field), format!("{:?}", b.xml_form_field));
     out
 }

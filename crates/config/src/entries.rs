@@ -26,6 +26,7 @@ pub(crate) struct ListenerDraft {
     pub(crate) rules: Option<Located<PathBuf>>,
     x_forwarded_for: bool,
     x_forwarded_proto: bool,
+    trusted_proxies: Vec<crate::IpNet>,
     pub(crate) xml_form_field: Option<String>,
     connection_persistence: ConnectionPersistence,
     preallocate: bool,
@@ -44,6 +45,7 @@ impl ListenerDraft {
             rules: self.rules.map(|r| r.value),
             x_forwarded_for: self.x_forwarded_for,
             x_forwarded_proto: self.x_forwarded_proto,
+            trusted_proxies: self.trusted_proxies,
             xml_form_field: self.xml_form_field,
             connection_persistence: self.connection_persistence,
             preallocate: self.preallocate,
@@ -145,6 +147,7 @@ pub(crate) fn listener(t: &Table, sink: &mut Sink, base: &Path) -> ListenerDraft
         rules: rules(t, sink, base),
         x_forwarded_for: t.bool_or(sink, "x_forwarded_for", true),
         x_forwarded_proto: t.bool_or(sink, "x_forwarded_proto", true),
+        trusted_proxies: trusted_proxies(t, sink),
         xml_form_field: t.string(sink, "xml_form_field").map(|f| f.value.to_string()),
         connection_persistence: balancing::connection_persistence(t, sink),
         preallocate: t.bool_or(sink, "preallocate", false),
@@ -208,12 +211,39 @@ fn protocol(t: &Table, sink: &mut Sink) -> Protocol {
 /// Keys that only mean something on an HTTP listener are refused on others, so nobody
 /// believes, say, X-Forwarded-For is added to a TLS stream.
 fn http_only_keys(t: &Table, sink: &mut Sink, protocol: Protocol) {
-    const HTTP_ONLY: &[&str] =
-        &["x_forwarded_for", "x_forwarded_proto", "xml_form_field", "connection_persistence", "preallocate"];
+    const HTTP_ONLY: &[&str] = &[
+        "x_forwarded_for",
+        "x_forwarded_proto",
+        "trusted_proxies",
+        "xml_form_field",
+        "connection_persistence",
+        "preallocate",
+    ];
     for key in HTTP_ONLY.iter().filter(|k| t.has(k)) {
         let message = format!("`{key}` applies only to protocol = \"http\", not \"{}\"", protocol.name());
         sink.error(&t.value_span(key), &t.key_path(key), message, Some(format!("remove `{key}`")));
     }
+}
+
+/// `trusted_proxies = ["10.0.0.0/8", "127.0.0.1"]`: networks whose `X-Forwarded-For` the
+/// access log believes.
+fn trusted_proxies(t: &Table, sink: &mut Sink) -> Vec<crate::IpNet> {
+    let Some(nets) = t.strings(sink, "trusted_proxies") else {
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(nets.len());
+    for text in &nets {
+        match addr::parse_net(text) {
+            Ok(net) => out.push(net),
+            Err(e) => sink.error(
+                &t.value_span("trusted_proxies"),
+                &t.key_path("trusted_proxies"),
+                e.message,
+                e.hint,
+            ),
+        }
+    }
+    out
 }
 
 /// The rule file, resolved against the config file's directory; whether it exists is the

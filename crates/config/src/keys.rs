@@ -5,7 +5,7 @@
 pub(crate) const TOP_KEYS: &[&str] =
     &["global", "access_log", "limits", "timeouts", "listener", "group", "admin", "agents"];
 pub(crate) const GLOBAL_KEYS: &[&str] = &["workers", "grace_period"];
-pub(crate) const ACCESS_LOG_KEYS: &[&str] = &["enabled", "format", "path"];
+pub(crate) const ACCESS_LOG_KEYS: &[&str] = &["enabled", "format", "path", "fields", "syslog", "facility"];
 pub(crate) const LIMITS_KEYS: &[&str] = &[
     "max_client_connections",
     "max_head_bytes",
@@ -37,6 +37,7 @@ pub(crate) const LISTENER_KEYS: &[&str] = &[
     "rules",
     "x_forwarded_for",
     "x_forwarded_proto",
+    "trusted_proxies",
     "xml_form_field",
     "connection_persistence",
     "preallocate",

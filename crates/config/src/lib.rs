@@ -15,7 +15,8 @@
 //!   admin listener's bind against the listeners', `default_group` references).
 //! - `entries`: `[[listener]]` and `[[group]]` with its servers, read into drafts that keep
 //!   the spans the cross-entry checks point at.
-//! - `sections`: the single tables `[global]`, `[access_log]`, `[limits]`, `[timeouts]`.
+//! - `sections`: the single tables `[global]`, `[limits]`, `[timeouts]`; `access_log`:
+//!   `[access_log]` (format, fields, file or syslog).
 //! - `endpoints`: `[admin]` and `[agents]` (a bind and a token each).
 //! - `balancing`: a group's scheduler keys and persistence, a listener's connection
 //!   persistence.
@@ -32,6 +33,7 @@
 //!   leaves.
 //! - `model`: the validated types (a leaf, with `balance`'s scheduler names).
 
+mod access_log;
 mod addr;
 mod balancing;
 mod certs;

@@ -50,7 +50,7 @@ fn walk(root: &Table, sink: &mut Sink, path: &Path) -> (Config, Refs) {
     // Relative paths in the file mean "next to this file", wherever the process runs from.
     let base = path.parent().unwrap_or(Path::new(""));
     let global = sections::global(root, sink);
-    let (access_log, access_log_path) = sections::access_log(root, sink, base);
+    let (access_log, access_log_path) = crate::access_log::read(root, sink, base);
     let limits = sections::limits(root, sink);
     let timeouts = sections::timeouts(root, sink);
     let listeners = listeners(root, sink, base);

@@ -74,8 +74,173 @@ pub struct AccessLog {
     pub enabled: bool,
     /// Default text.
     pub format: LogFormat,
-    /// File to append to; `None` (default) = stdout.
+    /// File to append to; `None` (default) = stdout (or syslog when `syslog` is set).
     pub path: Option<PathBuf>,
+    /// What each line holds, in order (default: [`LogField::DEFAULT_TEXT`] or
+    /// [`LogField::DEFAULT_JSON`]).
+    pub fields: Vec<LogField>,
+    /// Send lines to a syslog server instead of a file (RFC 5424).
+    pub syslog: Option<SyslogTarget>,
+    /// Syslog facility code (default 16, `local0`).
+    pub facility: u8,
+}
+
+impl AccessLog {
+    /// Whether a line holds `field` (the switch collects some values only when it does).
+    pub fn wants(&self, field: LogField) -> bool {
+        self.enabled && self.fields.contains(&field)
+    }
+}
+
+/// Where syslog lines go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SyslogTarget {
+    /// A syslog server over UDP (`udp://IP:port`).
+    Udp(SocketAddr),
+    /// A local datagram socket (`unix:/dev/log`).
+    Unix(PathBuf),
+}
+
+/// One value an access-log line can hold; `name` is how `fields` and JSON keys spell it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogField {
+    /// When the request ended (RFC 3339, UTC, milliseconds).
+    Time,
+    /// The client's address and port, as the switch saw it.
+    Client,
+    /// The client's IP after `X-Forwarded-For` from the listener's `trusted_proxies`.
+    RealClient,
+    /// The listener's name.
+    Listener,
+    /// The label of the rule that decided.
+    Rule,
+    /// What chose the server: an entry (`sticky_ip_port`, `sticky_ip`, `persistence`,
+    /// `tls_session`) or `scheduler`.
+    ChosenBy,
+    /// The group's name.
+    Group,
+    /// The server's name.
+    Server,
+    /// Method, target and version in one string (nginx's `$request`).
+    Request,
+    /// The method (`TLS`, `SMTP`, `POP3`, `IMAP` for sessions).
+    Method,
+    /// The request-target (for sessions: SNI, recipient, user).
+    Target,
+    /// The HTTP version (`HTTP/1.1`).
+    Version,
+    /// The `Host` header.
+    Host,
+    /// The `User-Agent` header.
+    UserAgent,
+    /// Status sent to the client.
+    Status,
+    /// Bytes read from the client.
+    BytesIn,
+    /// Bytes written to the client.
+    BytesOut,
+    /// Time to connect to the server (milliseconds; near 0 for a pooled connection).
+    ConnectMs,
+    /// Time to the server's first response byte (milliseconds).
+    TtfbMs,
+    /// Total time (milliseconds).
+    TotalMs,
+    /// Other servers tried after a failure.
+    Retries,
+    /// The TLS server name the client sent.
+    Sni,
+    /// The TLS version of the client connection.
+    TlsVersion,
+    /// Why the request failed or was refused.
+    Error,
+}
+
+impl LogField {
+    /// Every field, in the JSON default order.
+    pub const ALL: [LogField; 24] = [
+        LogField::Time,
+        LogField::Client,
+        LogField::RealClient,
+        LogField::Listener,
+        LogField::Rule,
+        LogField::ChosenBy,
+        LogField::Group,
+        LogField::Server,
+        LogField::Request,
+        LogField::Method,
+        LogField::Target,
+        LogField::Version,
+        LogField::Host,
+        LogField::UserAgent,
+        LogField::Status,
+        LogField::BytesIn,
+        LogField::BytesOut,
+        LogField::ConnectMs,
+        LogField::TtfbMs,
+        LogField::TotalMs,
+        LogField::Retries,
+        LogField::Sni,
+        LogField::TlsVersion,
+        LogField::Error,
+    ];
+
+    /// The text format's default line.
+    pub const DEFAULT_TEXT: [LogField; 13] = [
+        LogField::Time,
+        LogField::Client,
+        LogField::Listener,
+        LogField::Rule,
+        LogField::Group,
+        LogField::Server,
+        LogField::Request,
+        LogField::Status,
+        LogField::BytesIn,
+        LogField::BytesOut,
+        LogField::TtfbMs,
+        LogField::TotalMs,
+        LogField::Error,
+    ];
+
+    /// The JSON format's default object: every field but `request`, which repeats
+    /// `method`, `target` and `version`.
+    pub fn default_json() -> Vec<LogField> {
+        Self::ALL.into_iter().filter(|f| *f != LogField::Request).collect()
+    }
+
+    /// Its name in `fields` and as a JSON key.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogField::Time => "time",
+            LogField::Client => "client",
+            LogField::RealClient => "real_client",
+            LogField::Listener => "listener",
+            LogField::Rule => "rule",
+            LogField::ChosenBy => "chosen_by",
+            LogField::Group => "group",
+            LogField::Server => "server",
+            LogField::Request => "request",
+            LogField::Method => "method",
+            LogField::Target => "target",
+            LogField::Version => "version",
+            LogField::Host => "host",
+            LogField::UserAgent => "user_agent",
+            LogField::Status => "status",
+            LogField::BytesIn => "bytes_in",
+            LogField::BytesOut => "bytes_out",
+            LogField::ConnectMs => "connect_ms",
+            LogField::TtfbMs => "ttfb_ms",
+            LogField::TotalMs => "total_ms",
+            LogField::Retries => "retries",
+            LogField::Sni => "sni",
+            LogField::TlsVersion => "tls_version",
+            LogField::Error => "error",
+        }
+    }
+
+    /// The field named `name`.
+    pub fn from_name(name: &str) -> Option<LogField> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
 }
 
 /// `[limits]`: admission control (seed 003 §2.2).
@@ -170,6 +335,9 @@ pub struct Listener {
     pub rules: Option<PathBuf>,
     /// Append the client address to `X-Forwarded-For` (default true).
     pub x_forwarded_for: bool,
+    /// Peers whose `X-Forwarded-For` is believed, for the access log's `real_client`
+    /// (default none).
+    pub trusted_proxies: Vec<IpNet>,
     /// Set `X-Forwarded-Proto` (default true; value "http").
     pub x_forwarded_proto: bool,
     /// For urlencoded bodies, the form field that carries the XML the rules read
@@ -186,6 +354,41 @@ pub struct Listener {
     /// TLS termination on an HTTP listener: its certificates (the first is the default; a
     /// client's SNI picks the first one valid for that name). `None`: plain HTTP.
     pub tls: Option<Vec<CertKey>>,
+}
+
+/// An IP network (`10.0.0.0/8`; a bare IP is a /32 or /128).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpNet {
+    /// The network address.
+    pub addr: std::net::IpAddr,
+    /// Prefix length.
+    pub prefix: u8,
+}
+
+impl IpNet {
+    /// Whether `ip` is inside this network.
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        use std::net::IpAddr;
+        match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => prefix_eq(v4(n), v4(a), 32, self.prefix),
+            (IpAddr::V6(n), IpAddr::V6(a)) => prefix_eq(u128::from(n), u128::from(a), 128, self.prefix),
+            // A v4 client on a dual-stack socket shows as ::ffff:a.b.c.d.
+            (IpAddr::V4(n), IpAddr::V6(a)) => {
+                a.to_ipv4_mapped().is_some_and(|a| prefix_eq(v4(n), v4(a), 32, self.prefix))
+            }
+            (IpAddr::V6(_), IpAddr::V4(_)) => false,
+        }
+    }
+}
+
+fn v4(ip: std::net::Ipv4Addr) -> u128 {
+    u128::from(u32::from(ip))
+}
+
+/// Whether the top `prefix` of `width` bits of `a` and `b` are equal.
+fn prefix_eq(a: u128, b: u128, width: u32, prefix: u8) -> bool {
+    let p = u32::from(prefix).min(width);
+    p == 0 || (a ^ b) >> (width - p) == 0
 }
 
 /// A mail listener's settings.

@@ -1,12 +1,12 @@
-//! The single-table sections: `[global]`, `[access_log]`, `[limits]`, `[timeouts]`.
+//! The single-table sections: `[global]`, `[limits]`, `[timeouts]` (`[access_log]` has its
+//! own file, `access_log`).
 //! Each is optional and each key has its default (the same as in `model.rs` and
 //! `docs/config.md`).
 
 use crate::diag::Sink;
-use crate::keys::{home_of, ACCESS_LOG_KEYS, GLOBAL_KEYS, LIMITS_KEYS, TIMEOUTS_KEYS};
-use crate::walk::{Located, Table};
-use crate::{AccessLog, Global, Limits, LogFormat, Timeouts};
-use std::path::{Path, PathBuf};
+use crate::keys::{home_of, GLOBAL_KEYS, LIMITS_KEYS, TIMEOUTS_KEYS};
+use crate::walk::Table;
+use crate::{Global, Limits, Timeouts};
 use std::time::Duration;
 
 const MIB: i64 = 1024 * 1024;
@@ -21,42 +21,6 @@ pub(crate) fn global(root: &Table, sink: &mut Sink) -> Global {
         workers: to_usize(t.int_or(sink, "workers", 0, 0..=256)),
         grace_period: t.duration_or(sink, "grace_period", Duration::from_secs(30), true),
     }
-}
-
-/// `[access_log]`, and where its `path` is written (for `cswitch check`'s report on the file).
-pub(crate) fn access_log(
-    root: &Table,
-    sink: &mut Sink,
-    base: &Path,
-) -> (AccessLog, Option<Located<PathBuf>>) {
-    let mut log = AccessLog { enabled: true, format: LogFormat::Text, path: None };
-    let Some(t) = root.section(sink, "access_log") else {
-        return (log, None);
-    };
-    let mut at = None;
-    t.reject_unknown(sink, ACCESS_LOG_KEYS, home_of);
-    log.enabled = t.bool_or(sink, "enabled", true);
-    if let Some(format) = t.string(sink, "format") {
-        match format.value {
-            "text" => log.format = LogFormat::Text,
-            "json" => log.format = LogFormat::Json,
-            other => {
-                let message = format!("unknown access-log format `{other}`; valid: text, json");
-                let hint = crate::suggest::hint(other, ["text", "json"]);
-                sink.error(&format.span, &format.key, message, hint);
-            }
-        }
-    }
-    if let Some(path) = t.string(sink, "path") {
-        if path.value.is_empty() {
-            let hint = Some("remove `path` to log to stdout".to_string());
-            sink.error(&path.span, &path.key, "`path` is empty", hint);
-        } else {
-            log.path = Some(base.join(path.value));
-            at = Some(Located { value: base.join(path.value), span: path.span, key: path.key });
-        }
-    }
-    (log, at)
 }
 
 pub(crate) fn limits(root: &Table, sink: &mut Sink) -> Limits {

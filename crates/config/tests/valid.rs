@@ -4,7 +4,7 @@
 use balance::SchedulerKind;
 use cswitch_config::{
     load, parse, AccessLog, Config, ConnectionPersistence, Global, Group, HashKey, Limits, Listener,
-    LogFormat, Params, Protocol, Server, ServerState, Timeouts, WeightSource,
+    LogField, LogFormat, Params, Protocol, Server, ServerState, Timeouts, WeightSource,
 };
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,6 +18,8 @@ grace_period = "1m30s"
 enabled = false
 format = "json"
 path = "logs/access.log"
+fields = ["time", "real_client", "status", "user_agent"]
+facility = "local3"
 
 [limits]
 max_client_connections = 500
@@ -93,6 +95,7 @@ fn listener(name: &str, bind: &str, group: &str) -> Listener {
         rules: None,
         x_forwarded_for: true,
         x_forwarded_proto: true,
+        trusted_proxies: Vec::new(),
         xml_form_field: None,
         connection_persistence: ConnectionPersistence::PerRequest,
         preallocate: false,
@@ -127,6 +130,9 @@ fn expected_full() -> Config {
             enabled: false,
             format: LogFormat::Json,
             path: Some(PathBuf::from("/etc/cswitch/logs/access.log")),
+            fields: vec![LogField::Time, LogField::RealClient, LogField::Status, LogField::UserAgent],
+            syslog: None,
+            facility: 19,
         },
         limits: Limits {
             max_client_connections: 500,
@@ -204,7 +210,14 @@ fn minimal_config_gets_every_default() {
     let expected = Config {
         source: PathBuf::from("cswitch.toml"),
         global: Global { workers: 0, grace_period: secs(30) },
-        access_log: AccessLog { enabled: true, format: LogFormat::Text, path: None },
+        access_log: AccessLog {
+            enabled: true,
+            format: LogFormat::Text,
+            path: None,
+            fields: LogField::DEFAULT_TEXT.to_vec(),
+            syslog: None,
+            facility: 16,
+        },
         limits: Limits {
             max_client_connections: 10_000,
             max_head_bytes: 16_384,

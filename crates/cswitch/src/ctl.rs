@@ -69,6 +69,8 @@ enum Cmd {
     Remove { server: String },
     /// Reloads the switch's config file (as SIGHUP does); admin edits not in the file are lost.
     Reload,
+    /// Reopens the access log after it was rotated (as SIGUSR1 does).
+    Reopen,
     /// Shows how a raw request would be routed by the running switch.
     Explain {
         /// File holding a raw HTTP request (head and body).
@@ -113,6 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         Cmd::Remove { server } => (client.send("DELETE", &server_path(&server)?, b"")?, show::removal),
         Cmd::Reload => (client.send("POST", "/api/reload", b"")?, show::applied),
+        Cmd::Reopen => (client.send("POST", "/api/reopen", b"")?, show::reopened),
         Cmd::Explain { request, listener, src } => {
             (explain(&client, &request, listener, src)?, show::explanation)
         }

@@ -3,26 +3,39 @@
 //! example config `examples/demo.toml`.
 
 use anyhow::Context;
+use std::path::{Path, PathBuf};
 
 const DEMO_CONFIG: &str = include_str!("../../../examples/demo.toml");
 const DEMO_RULES: &str = include_str!("../../../examples/demo.rules");
 
+/// The demo's directory, removed when the demo ends (however it ends).
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Runs the demo until Ctrl-C.
 pub fn run() -> anyhow::Result<()> {
-    // The embedded files are written out so the demo loads them as an operator's would be.
-    let dir = std::env::temp_dir().join(format!("cswitch-demo-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join("demo.toml"), DEMO_CONFIG)?;
-    std::fs::write(dir.join("demo.rules"), DEMO_RULES)?;
-    let cfg = config::load(&dir.join("demo.toml"))
-        .map_err(|d| anyhow::anyhow!("embedded demo config is invalid:\n{d}"))?;
+    // The embedded files are written out so the demo loads them as an operator's would be,
+    // and reloads its rule file when it is edited.
+    let dir = TempDir(std::env::temp_dir().join(format!("cswitch-demo-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0)?;
+    let (config_path, rules_path) = (dir.0.join("demo.toml"), dir.0.join("demo.rules"));
+    std::fs::write(&config_path, DEMO_CONFIG)?;
+    std::fs::write(&rules_path, DEMO_RULES)?;
+    let signals = crate::signals::Signals::install()?;
+    let cfg =
+        config::load(&config_path).map_err(|d| anyhow::anyhow!("embedded demo config is invalid:\n{d}"))?;
     let origins_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let origins = origins_rt.block_on(start_origins(&cfg))?;
     let switch = std::sync::Arc::new(proxy::Switch::start(cfg).context("starting the switch")?);
     let addr = switch.local_addr("web").context("demo config has no listener 'web'")?;
     let admin = crate::start_admin(&switch)?;
-    print_banner(addr, &origins, admin.as_ref().map(|a| a.local_addr()));
-    crate::signals::serve_until_stopped(&switch, None)?;
+    print_banner(addr, &origins, admin.as_ref().map(|a| a.local_addr()), &rules_path);
+    signals.serve_until_stopped(&switch, Some(&config_path))?;
     drop(admin);
     drop(origins);
     Ok(())
@@ -46,12 +59,17 @@ fn print_banner(
     addr: std::net::SocketAddr,
     origins: &[testkit::Origin],
     admin: Option<std::net::SocketAddr>,
+    rules: &Path,
 ) {
     println!("cswitch demo: switch on http://{addr}/ in front of:");
     for o in origins {
         println!("  origin {} on {}", o.name(), o.addr());
     }
-    println!("Rules: examples/demo.rules (images → static = s3, XML purchases over 50000 → premium = s1, /admin denied).");
+    println!("Rules: images → static = s3, XML purchases over 50000 → premium = s1, /admin denied.");
+    println!(
+        "  They are in {} (a copy of examples/demo.rules): edit it and the demo reloads it.",
+        rules.display()
+    );
     println!("Try:");
     println!("  curl -i http://{addr}/index.html        # no rule: the answer names s1, s2 or s3");
     println!("  curl -i http://{addr}/img/a.gif         # rule Images: always s3");

@@ -119,6 +119,7 @@ fn init_tracing() {
 
 fn run(path: &Path) -> anyhow::Result<()> {
     let cfg = config::load(path).map_err(|d| anyhow::anyhow!("invalid config:\n{d}"))?;
+    let signals = signals::Signals::install()?;
     let switch = Arc::new(proxy::Switch::start(cfg).context("starting the switch")?);
     for l in &switch.config().listeners {
         if let Some(addr) = switch.local_addr(&l.name) {
@@ -126,7 +127,7 @@ fn run(path: &Path) -> anyhow::Result<()> {
         }
     }
     let admin = start_admin(&switch)?;
-    signals::serve_until_stopped(&switch, Some(path))?;
+    signals.serve_until_stopped(&switch, Some(path))?;
     drop(admin);
     Ok(())
 }

@@ -1,50 +1,76 @@
 //! Process signals: SIGTERM and SIGINT stop the switch gracefully (stop accepting, finish
 //! in-flight requests within `grace_period`); SIGHUP reloads the config file, validated
-//! first: an invalid file changes nothing and the reason is logged. The listeners' rule
+//! first: an invalid file changes nothing and the reason is logged; SIGUSR1 reopens the
+//! access log (after rotation, as nginx's `reopen`). The listeners' rule
 //! files are watched too (their modification time, checked every second): a changed rule
 //! file is reloaded the same way (seed 000 §5.1: rules replaced without a restart).
 
 use std::path::Path;
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
-/// Blocks until SIGTERM / SIGINT, reloading on SIGHUP (when a config path is given), then
-/// shuts the switch down.
-pub fn serve_until_stopped(switch: &proxy::Switch, config: Option<&Path>) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    rt.block_on(async {
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut hup = signal(SignalKind::hangup())?;
-        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-        let mut stamps = rule_file_stamps(&switch.config());
-        loop {
-            tokio::select! {
-                _ = term.recv() => break,
-                _ = int.recv() => break,
-                _ = hup.recv() => match config {
-                    Some(path) => reload(switch, path, "SIGHUP"),
-                    None => tracing::warn!("SIGHUP ignored: no config file to reload"),
-                },
-                _ = tick.tick() => {
-                    let now = rule_file_stamps(&switch.config());
-                    if now != stamps {
-                        stamps = now;
-                        match config {
-                            Some(path) => {
-                                reload(switch, path, "file watch: a rule file changed");
+/// The signal handlers, installed before the switch starts: a SIGHUP or SIGUSR1 that
+/// arrives once "listening" is logged (a logrotate hook, a service manager's reload) must
+/// not meet the default action, which ends the process.
+pub struct Signals {
+    rt: tokio::runtime::Runtime,
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+    usr1: Signal,
+}
+
+impl Signals {
+    /// Installs the handlers.
+    pub fn install() -> anyhow::Result<Signals> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let (term, int, hup, usr1) = rt.block_on(async {
+            anyhow::Ok((
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::interrupt())?,
+                signal(SignalKind::hangup())?,
+                signal(SignalKind::user_defined1())?,
+            ))
+        })?;
+        Ok(Signals { rt, term, int, hup, usr1 })
+    }
+
+    /// Blocks until SIGTERM / SIGINT, reloading on SIGHUP (when a config path is given)
+    /// and reopening the access log on SIGUSR1, then shuts the switch down.
+    pub fn serve_until_stopped(self, switch: &proxy::Switch, config: Option<&Path>) -> anyhow::Result<()> {
+        let Signals { rt, mut term, mut int, mut hup, mut usr1 } = self;
+        rt.block_on(async {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            let mut stamps = rule_file_stamps(&switch.config());
+            loop {
+                tokio::select! {
+                    _ = term.recv() => break,
+                    _ = int.recv() => break,
+                    _ = hup.recv() => match config {
+                        Some(path) => reload(switch, path, "SIGHUP"),
+                        None => tracing::warn!("SIGHUP ignored: no config file to reload"),
+                    },
+                    _ = usr1.recv() => {
+                        // Logged by the switch either way.
+                        let _ = switch.reopen_log("SIGUSR1");
+                    }
+                    _ = tick.tick() => {
+                        let now = rule_file_stamps(&switch.config());
+                        if now != stamps {
+                            stamps = now;
+                            match config {
+                                Some(path) => reload(switch, path, "file watch: a rule file changed"),
+                                None => tracing::warn!("a rule file changed; no config file to reload"),
                             }
-                            None => tracing::warn!("a rule file changed; no config file to reload"),
                         }
                     }
                 }
             }
-        }
-        anyhow::Ok(())
-    })?;
-    tracing::info!("shutting down: finishing in-flight requests");
-    switch.shutdown();
-    tracing::info!("stopped");
-    Ok(())
+        });
+        tracing::info!("shutting down: finishing in-flight requests");
+        switch.shutdown();
+        tracing::info!("stopped");
+        Ok(())
+    }
 }
 
 /// Modification times of the listeners' rule files (`None` where unreadable).

@@ -242,3 +242,41 @@ fn explain_feeds_the_hash_key_to_a_keyed_scheduler() {
         ["alice", "bob", "carol", "dave", "erin", "frank"].iter().map(|u| server_for(u)).collect();
     assert!(servers.len() > 1, "{servers:?}");
 }
+
+/// `cswitch demo` as a newcomer runs it: editing the rule file it names reloads it, and
+/// Ctrl-C removes its temporary directory. (It binds the demo's fixed ports, 8080,
+/// 9001–9003 and 9900; no other test uses them.)
+#[test]
+fn demo_reloads_its_rule_file_and_removes_its_directory() {
+    use std::io::BufRead;
+    let mut child = cswitch()
+        .arg("demo")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = common::log_lines(child.stderr.take().unwrap());
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let rules = loop {
+        let line = stdout.next().expect("the banner names the rule file").unwrap();
+        if let Some(rest) = line.trim().strip_prefix("They are in ") {
+            break PathBuf::from(rest.split(" (").next().unwrap());
+        }
+    };
+    let dir = rules.parent().unwrap().to_path_buf();
+    assert!(rules.exists(), "{}", rules.display());
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let addr: std::net::SocketAddr = "127.0.0.1:8080".parse().unwrap();
+    assert_eq!(rt.block_on(testkit::get(addr, "/admin/")).unwrap().status, 403);
+
+    let edited = std::fs::read_to_string(&rules).unwrap().replace("deny(403)", "deny(404)");
+    assert!(edited.contains("deny(404)"));
+    std::fs::write(&rules, edited).unwrap();
+    common::wait_for(&log, "config reloaded");
+    assert_eq!(rt.block_on(testkit::get(addr, "/admin/")).unwrap().status, 404);
+
+    let kill = std::process::Command::new("kill").arg("-INT").arg(child.id().to_string()).status();
+    assert!(kill.unwrap().success());
+    assert!(child.wait().unwrap().success());
+    assert!(!dir.exists(), "{} left behind", dir.display());
+}

@@ -7,7 +7,7 @@ use crate::floor::shared::Shared;
 use crate::floor::stats::Counter;
 use crate::floor::stream::{handshake, ClientStream};
 use crate::floor::worker::Worker;
-use crate::observe::access_log::{self, Sink};
+use crate::observe::access_log::{self, LogOutput};
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 
 /// Runs one worker until shutdown completes. `listeners[i]` serves snapshot listener `i`.
-pub fn run(shared: Arc<Shared>, listeners: Vec<std::net::TcpListener>, sink: Sink) {
+pub fn run(shared: Arc<Shared>, listeners: Vec<std::net::TcpListener>, log: Arc<LogOutput>) {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -27,7 +27,7 @@ pub fn run(shared: Arc<Shared>, listeners: Vec<std::net::TcpListener>, sink: Sin
     };
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
-        access_log::install(sink);
+        access_log::install(log);
         let worker = Rc::new(Worker::new(shared));
         for (index, l) in listeners.into_iter().enumerate() {
             match TcpListener::from_std(l) {

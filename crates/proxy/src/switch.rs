@@ -7,7 +7,7 @@ use crate::floor::snapshot::{ListenerParts, Snapshot};
 use crate::floor::stats::{Counter, Stats};
 use crate::floor::tables::sticky_ip::StickyIp;
 use crate::floor::tables::tls_sessions::TlsSessions;
-use crate::observe::access_log::Sink;
+use crate::observe::access_log::{LogOutput, Target};
 use crate::observe::view;
 use crate::tls::termination;
 use arc_swap::ArcSwap;
@@ -32,6 +32,9 @@ pub enum ReloadError {
     /// A listener's TLS certificate or key does not load.
     #[error("{0}")]
     Tls(String),
+    /// The access log's file or syslog socket does not open.
+    #[error("{0}")]
+    AccessLog(String),
 }
 
 /// Why [`Switch::edit`] changed nothing.
@@ -122,6 +125,8 @@ pub fn compile_rules(config: &Config) -> Result<Vec<Option<Arc<RuleSet>>>, RuleE
 /// A running switch.
 pub struct Switch {
     shared: Arc<Shared>,
+    /// Where the workers' access-log lines go (reopened on reload and on request).
+    log: Arc<LogOutput>,
     addrs: Vec<(String, SocketAddr)>,
     agents_addr: Option<SocketAddr>,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -138,7 +143,7 @@ impl Switch {
         let parts = ListenerParts { rules, tls };
         let workers = worker_count(&config);
         let (addrs, sockets) = bind_all(&config, workers)?;
-        let sinks = (0..workers).map(|_| open_sink(&config)).collect::<io::Result<Vec<_>>>()?;
+        let log = Arc::new(LogOutput::open(&config.access_log)?);
         let sticky_lifetime = config.timeouts.sticky_ip;
         let tls_lifetime = config.timeouts.tls_session;
         let agents = bind_agents(&config)?;
@@ -160,15 +165,15 @@ impl Switch {
             snapshot_writer: Mutex::new(()),
         });
         let mut threads = Vec::with_capacity(workers);
-        for (i, (listeners, sink)) in sockets.into_iter().zip(sinks).enumerate() {
-            let shared = Arc::clone(&shared);
+        for (i, listeners) in sockets.into_iter().enumerate() {
+            let (shared, log) = (Arc::clone(&shared), Arc::clone(&log));
             let t = std::thread::Builder::new()
                 .name(format!("cswitch-worker-{i}"))
-                .spawn(move || accept::run(shared, listeners, sink))?;
+                .spawn(move || accept::run(shared, listeners, log))?;
             threads.push(t);
         }
         threads.push(crate::health::spawn(Arc::clone(&shared), agents)?);
-        Ok(Switch { shared, addrs, agents_addr, threads: Mutex::new(threads) })
+        Ok(Switch { shared, log, addrs, agents_addr, threads: Mutex::new(threads) })
     }
 
     /// The address listener `name` is bound to (useful with port 0).
@@ -251,8 +256,15 @@ impl Switch {
             self.shared.stats.inc(Counter::ReloadsFailed);
             ReloadError::Tls(e)
         })?;
+        // Reopened on every reload (so a reload also follows a rotation), before anything
+        // changes: a log that cannot open refuses the reload.
+        let log = Target::open(&config.access_log).map_err(|e| {
+            self.shared.stats.inc(Counter::ReloadsFailed);
+            ReloadError::AccessLog(e.to_string())
+        })?;
         let generation = current.generation + 1;
         log_rule_changes(&current, &rules);
+        self.log.set(log);
         let parts = ListenerParts { rules, tls };
         let next = Snapshot::build(config, parts, Some(&current), generation);
         let lifetime = next.config.timeouts.sticky_ip;
@@ -326,6 +338,24 @@ impl Switch {
             tracing::error!("reload refused ({why}), config unchanged:\n{reason}");
         }
         result
+    }
+
+    /// Reopens the access log (after the operator rotated it: SIGUSR1, `cswitch ctl
+    /// reopen`): lines written from now on go to a file at the configured path, created if
+    /// it was moved away. A failure keeps the old file and is returned (and logged).
+    pub fn reopen_log(&self, why: &str) -> io::Result<()> {
+        let _writer = self.shared.snapshot_writer.lock().unwrap_or_else(|e| e.into_inner());
+        match Target::open(&self.shared.snapshot.load().config.access_log) {
+            Ok(target) => {
+                self.log.set(target);
+                tracing::info!(cause = why, "access log reopened");
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(cause = why, error = %e, "access log not reopened; lines go on to the old file");
+                Err(e)
+            }
+        }
     }
 
     /// Counts a reload refused before it reached the switch (e.g. an invalid file).
@@ -439,18 +469,4 @@ fn bind_one(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     socket.bind(&addr.into())?;
     socket.listen(4096)?;
     Ok(socket.into())
-}
-
-fn open_sink(config: &Config) -> io::Result<Sink> {
-    match &config.access_log.path {
-        None => Ok(Sink::Stdout),
-        Some(path) => {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(|e| io::Error::new(e.kind(), format!("access log {}: {e}", path.display())))?;
-            Ok(Sink::File(file))
-        }
-    }
 }

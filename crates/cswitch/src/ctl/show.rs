@@ -72,6 +72,11 @@ pub fn applied(v: &Value) {
     }
 }
 
+/// `POST /api/reopen`.
+pub fn reopened(_: &Value) {
+    println!("access log reopened");
+}
+
 /// `DELETE /api/servers/G/N`.
 pub fn removal(v: &Value) {
     let timeout = v["drain_timeout_ms"].as_f64().unwrap_or(0.0) / 1000.0;

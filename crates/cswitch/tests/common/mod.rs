@@ -40,16 +40,7 @@ impl Running {
 
     /// Waits (at most 10 s) for a log line containing `needle`.
     pub fn wait_for(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut seen = Vec::new();
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.log.recv_timeout(left) {
-                Ok(line) if line.contains(needle) => return line,
-                Ok(line) => seen.push(line),
-                Err(_) => panic!("no '{needle}' in the log within 10 s; saw:\n{}", seen.join("\n")),
-            }
-        }
+        wait_for(&self.log, needle)
     }
 
     /// Sends a signal (`-HUP`, `-TERM`) to the child.
@@ -66,9 +57,23 @@ impl Drop for Running {
     }
 }
 
+/// Waits (at most 10 s) for a line of `log` containing `needle`.
+pub fn wait_for(log: &Receiver<String>, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match log.recv_timeout(left) {
+            Ok(line) if line.contains(needle) => return line,
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("no '{needle}' in the log within 10 s; saw:\n{}", seen.join("\n")),
+        }
+    }
+}
+
 /// The child's stderr, line by line, read on a thread so the pipe never fills and waits
 /// can time out.
-fn log_lines(stderr: std::process::ChildStderr) -> Receiver<String> {
+pub fn log_lines(stderr: std::process::ChildStderr) -> Receiver<String> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {

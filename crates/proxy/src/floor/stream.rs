@@ -65,6 +65,20 @@ impl ClientStream {
         !matches!(tcp.try_io(tokio::io::Interest::READABLE, peek), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 
+    /// For a TLS connection: the server name the client sent (empty: none) and the
+    /// negotiated version, for the access log.
+    pub fn tls_facts(&self) -> Option<(&str, &'static str)> {
+        let ClientStream::Tls(s) = self else { return None };
+        let conn = s.get_ref().1;
+        let version = match conn.protocol_version() {
+            Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
+            Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
+            Some(_) => "other",
+            None => "",
+        };
+        Some((conn.server_name().unwrap_or(""), version))
+    }
+
     /// Whether the switch terminates TLS on this connection.
     pub fn is_tls(&self) -> bool {
         matches!(self, ClientStream::Tls(_))

@@ -34,7 +34,7 @@ impl<'a> Txn<'a> {
                 }
                 return self.fail(last).await;
             };
-            self.outcome.server = Some(index);
+            self.note_choice(d, index, attempt);
             if let Some(keep) = self.on_server_change(index).await {
                 return keep;
             }
@@ -79,13 +79,26 @@ impl<'a> Txn<'a> {
         connect::choose(self.worker, self.snap, d.group, prefer, tried, key)
     }
 
+    /// For the log: which server, what chose it, how many tries before.
+    fn note_choice(&mut self, d: &Decision, index: usize, attempt: u32) {
+        let id = self.snap.group(d.group).servers[index].id;
+        self.outcome.server = Some(index);
+        self.outcome.retries = attempt;
+        self.outcome.chosen_by = match d.server {
+            Some((chosen, by)) if chosen == id => by.name(),
+            _ => "scheduler",
+        };
+    }
+
     /// One try on server `index`: connect (or reuse), then exchange.
     async fn attempt(&mut self, group: usize, index: usize, body: &BodyScanner) -> Result<bool, Failure> {
         let g = self.snap.group(group);
         let prealloc = self.client.take_prealloc(g.servers[index].id);
         let pool = Some(self.client.pool_take(g.reuse));
         let (worker, snap) = (self.worker, self.snap);
+        let began = std::time::Instant::now();
         let up = connect::connect(worker, snap, group, index, pool, prealloc).await?;
+        self.outcome.connect = Some(began.elapsed());
         self.exchange(up, body).await
     }
 

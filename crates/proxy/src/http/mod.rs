@@ -16,6 +16,7 @@ mod client;
 mod exchange;
 mod forward;
 pub mod head;
+mod log_notes;
 mod reply;
 mod respond;
 mod route;

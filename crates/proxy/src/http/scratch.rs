@@ -2,6 +2,7 @@
 //! allocate (a worker is a thread: the list is a thread-local).
 
 use crate::floor::buf::IoBuf;
+use crate::http::log_notes::LogNotes;
 use crate::upstream::decide::Notes;
 use http1::{RequestHead, ResponseHead};
 use std::cell::RefCell;
@@ -18,10 +19,8 @@ pub struct Scratch {
     pub resp_out: Vec<u8>,
     /// Buffer for bytes read from the server (empty until the first exchange).
     pub sbuf: IoBuf,
-    /// Method and target copied for the access log (the head's bytes are consumed early).
-    pub method: String,
-    /// See `method`.
-    pub target: String,
+    /// What the access log keeps of the head (the head's bytes are consumed early).
+    pub log: LogNotes,
     /// What the routing decision left: rule label, header edits, redirect, persistence.
     pub notes: Notes,
     /// Body bytes read before routing (the rules needed them), raw as they will be forwarded.
@@ -49,8 +48,7 @@ impl Scratch {
             req_out: Vec::new(),
             resp_out: Vec::new(),
             sbuf: IoBuf::new(0),
-            method: String::new(),
-            target: String::new(),
+            log: LogNotes::default(),
             notes: Notes::default(),
             held: Vec::new(),
             payload: Vec::new(),
@@ -69,8 +67,7 @@ impl Scratch {
             self.payload = Vec::new();
         }
         self.notes.reset();
-        self.method.clear();
-        self.target.clear();
+        self.log.clear();
         self.held.clear();
         self.payload.clear();
         self.body_complete = false;

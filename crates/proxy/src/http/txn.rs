@@ -15,7 +15,7 @@ use crate::http::client::Client;
 use crate::http::head::{self, HeadFail};
 use crate::http::respond::write_refusal;
 use crate::http::scratch::Scratch;
-use crate::observe::record::{self, Entry, Outcome};
+use crate::observe::record::{self, Details, Entry, Outcome};
 use crate::upstream::decide::Act;
 use http1::BodyScanner;
 use std::time::Duration;
@@ -42,6 +42,10 @@ pub struct Txn<'a> {
     pub outcome: Outcome,
     /// When it started.
     pub started: Instant,
+    /// The connection closed before any byte of a request: nothing to record (a keep-alive
+    /// connection's normal end, or a client that connected and left: HAProxy's
+    /// `dontlognull`).
+    pub null: bool,
 }
 
 /// Handles one request on `client`; true when the client connection stays open.
@@ -53,9 +57,11 @@ pub async fn handle(
     s: &mut Scratch,
 ) -> bool {
     let started = Instant::now();
-    let mut t = Txn { worker, snap, listener, client, s, outcome: Outcome::default(), started };
+    let mut t = Txn { worker, snap, listener, client, s, outcome: Outcome::default(), started, null: false };
     let keep = t.run().await;
-    t.record();
+    if !t.null {
+        t.record();
+    }
     keep
 }
 
@@ -65,7 +71,10 @@ impl Txn<'_> {
     async fn run(&mut self) -> bool {
         match head::read(self.snap, self.client, &mut self.s.req, self.started).await {
             Ok(()) => self.on_head(),
-            Err(HeadFail::Closed) => return false,
+            Err(HeadFail::Closed) => {
+                self.on_closed_in_head();
+                return false;
+            }
             Err(HeadFail::Refuse(r, counter)) => return self.refuse_counted(r, counter).await,
         }
         Box::pin(self.after_head()).await
@@ -96,16 +105,25 @@ impl Txn<'_> {
     fn on_head(&mut self) {
         self.client.state.set(ConnState::Busy);
         self.worker.shared.stats.inc(Counter::Requests);
-        self.s.method.clear();
-        self.s.target.clear();
-        let (Some(buf), true) = (self.client.buf.as_ref(), self.snap.config.access_log.enabled) else {
+        self.s.log.clear();
+        let log = &self.snap.config.access_log;
+        let (Some(buf), true) = (self.client.buf.as_ref(), log.enabled) else {
             return;
         };
         let (bytes, req) = (buf.filled(), &self.s.req);
-        if req.target.end as usize <= bytes.len() {
-            self.s.method.push_str(&String::from_utf8_lossy(req.method.slice(bytes)));
-            self.s.target.push_str(&String::from_utf8_lossy(req.target.slice(bytes)));
+        if req.head_len <= bytes.len() {
+            let trusted = &self.snap.config.listeners[self.listener].trusted_proxies;
+            self.s.log.capture(log, bytes, req, self.client.peer.ip(), trusted);
         }
+    }
+
+    /// The client closed before its head was whole: a null connection, or a request cut
+    /// short (logged with what arrived).
+    fn on_closed_in_head(&mut self) {
+        let received = self.client.buf.as_ref().map_or(0, |b| b.len());
+        self.null = received == 0;
+        self.outcome.bytes_in = received as u64;
+        self.outcome.error = Some("client closed during the request head");
     }
 
     /// Counts and logs a refusal of the request itself, then sends it.
@@ -154,10 +172,19 @@ impl Txn<'_> {
             client: self.client.peer,
             listener: self.listener,
             rule: &self.s.notes.rule,
-            method: &self.s.method,
-            target: &self.s.target,
+            method: &self.s.log.method,
+            target: &self.s.log.target,
             started: self.started,
         };
-        record::finish(&self.worker.shared, self.snap, &entry, &self.outcome);
+        let tls = self.client.stream.tls_facts();
+        let details = Details {
+            version: self.s.log.version,
+            host: &self.s.log.host,
+            user_agent: &self.s.log.user_agent,
+            real_client: self.s.log.real_client,
+            sni: tls.map_or("", |t| t.0),
+            tls_version: tls.map_or("", |t| t.1),
+        };
+        record::finish_with(&self.worker.shared, self.snap, &entry, &self.outcome, &details);
     }
 }

@@ -25,6 +25,29 @@ pub struct Outcome {
     pub first_byte: Option<Instant>,
     /// Why it failed, if it did.
     pub error: Option<&'static str>,
+    /// What chose the server (`upstream::decide::By::name`, or `scheduler`).
+    pub chosen_by: &'static str,
+    /// Other servers tried after failures.
+    pub retries: u32,
+    /// How long the last connect (or pool take) took.
+    pub connect: Option<std::time::Duration>,
+}
+
+/// What an HTTP request or a TLS connection adds to its log line (empty: absent).
+#[derive(Default)]
+pub struct Details<'a> {
+    /// HTTP version.
+    pub version: &'a str,
+    /// `Host` header.
+    pub host: &'a str,
+    /// `User-Agent` header.
+    pub user_agent: &'a str,
+    /// Client IP after the listener's `trusted_proxies`.
+    pub real_client: Option<std::net::IpAddr>,
+    /// TLS server name.
+    pub sni: &'a str,
+    /// TLS version.
+    pub tls_version: &'a str,
 }
 
 /// What the log line says besides the outcome.
@@ -45,38 +68,47 @@ pub struct Entry<'a> {
 
 /// Records the end of a request or session.
 pub fn finish(shared: &Shared, snap: &Snapshot, entry: &Entry<'_>, o: &Outcome) {
+    finish_with(shared, snap, entry, o, &Details::default());
+}
+
+/// [`finish`] with what an HTTP request or a TLS connection adds to the log line.
+pub fn finish_with(shared: &Shared, snap: &Snapshot, entry: &Entry<'_>, o: &Outcome, d: &Details<'_>) {
     if let Some(l) = shared.listeners.get(entry.listener) {
         l.record(o.status, o.bytes_in, o.bytes_out);
     }
     let group = o.group.and_then(|g| snap.groups.get(g));
     let server = group.zip(o.server).and_then(|(g, s)| g.servers.get(s));
+    let total = entry.started.elapsed();
     if let Some(server) = server {
-        server.live.record(o.status, o.bytes_in, o.bytes_out, entry.started.elapsed());
+        server.live.record(o.status, o.bytes_in, o.bytes_out, total);
     }
-    if !snap.config.access_log.enabled {
+    let log = &snap.config.access_log;
+    if !log.enabled {
         return;
     }
-    fn dash(s: &str) -> &str {
-        if s.is_empty() {
-            "-"
-        } else {
-            s
-        }
-    }
     let record = Record {
-        client: entry.client,
+        client: Some(entry.client),
+        real_client: d.real_client,
         listener: &snap.listeners[entry.listener].name,
-        rule: dash(entry.rule),
-        group: group.map_or("-", |g| g.name.as_str()),
-        server: server.map_or("-", |s| s.name.as_str()),
-        method: dash(entry.method),
-        target: dash(entry.target),
+        rule: entry.rule,
+        chosen_by: if server.is_some() { o.chosen_by } else { "" },
+        group: group.map_or("", |g| g.name.as_str()),
+        server: server.map_or("", |s| s.name.as_str()),
+        method: entry.method,
+        target: entry.target,
+        version: d.version,
+        host: d.host,
+        user_agent: d.user_agent,
         status: o.status,
         bytes_in: o.bytes_in,
         bytes_out: o.bytes_out,
+        connect: o.connect,
         ttfb: o.first_byte.map(|t| t.duration_since(entry.started)),
-        total: entry.started.elapsed(),
+        total: Some(total),
+        retries: o.retries,
+        sni: d.sni,
+        tls_version: d.tls_version,
         error: o.error,
     };
-    access_log::write(snap.config.access_log.format, &record);
+    access_log::write(log, &record);
 }

@@ -10,7 +10,7 @@ use crate::floor::snapshot::Snapshot;
 use crate::floor::stats::Counter;
 use crate::floor::tables::sticky_ip::Target;
 use crate::floor::worker::Worker;
-use crate::observe::record::{self, Entry, Outcome};
+use crate::observe::record::{self, Details, Entry, Outcome};
 use crate::upstream::connect::pick_and_connect;
 use crate::upstream::decide::{self, Decision};
 use crate::upstream::pick::push_ip;
@@ -19,7 +19,7 @@ use config::HashKey;
 use rules::ProtoField;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use tls::{ClientHello, ClientHelloReader, Progress, ServerHelloReader};
+use tls::{ClientHello, ClientHelloReader, Progress, ServerHelloReader, TlsVersion};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -37,11 +37,12 @@ pub async fn serve(worker: Rc<Worker>, mut client: TcpStream, peer: SocketAddr, 
         let decision = fields.with_request(|req| {
             decide::route_connection(&worker, &snap, listener, req, Some(&hello.session_id))
         });
+        let mut version = None;
         match decision {
             Some(d) => {
                 let mut sbuf = worker.bufs.take();
                 let mut ends = Ends { client: &mut client, cbuf: &mut cbuf, sbuf: &mut sbuf };
-                forward(&worker, &snap, listener, &d, &fields, &mut ends, &mut outcome).await;
+                version = forward(&worker, &snap, listener, &d, &fields, &mut ends, &mut outcome).await;
                 worker.bufs.give(sbuf);
             }
             None => {
@@ -49,9 +50,11 @@ pub async fn serve(worker: Rc<Worker>, mut client: TcpStream, peer: SocketAddr, 
                 outcome.error = Some("refused by rule");
             }
         }
-        let entry =
-            Entry { client: peer, listener, rule: "", method: "TLS", target: fields.sni_str(), started };
-        record::finish(&worker.shared, &snap, &entry, &outcome);
+        let sni = fields.sni.as_deref().unwrap_or("");
+        let entry = Entry { client: peer, listener, rule: "", method: "TLS", target: sni, started };
+        let version = version.map(|v| v.to_string()).unwrap_or_default();
+        let details = Details { sni, tls_version: &version, ..Details::default() };
+        record::finish_with(&worker.shared, &snap, &entry, &outcome, &details);
     }
     worker.bufs.give(cbuf);
 }
@@ -103,7 +106,7 @@ struct Ends<'a> {
 }
 
 /// Pick and connect (`upstream::connect`), send the hello, learn the server's session
-/// ID from its ServerHello, then tunnel.
+/// ID from its ServerHello, then tunnel. Returns the version the server chose.
 async fn forward(
     worker: &Worker,
     snap: &Snapshot,
@@ -112,7 +115,7 @@ async fn forward(
     fields: &HelloFields,
     ends: &mut Ends<'_>,
     out: &mut Outcome,
-) {
+) -> Option<TlsVersion> {
     let g = snap.group(d.group);
     out.group = Some(d.group);
     let mut key = Vec::new();
@@ -123,10 +126,14 @@ async fn forward(
         Ok(up) => up,
         Err(f) => {
             out.error = f.answer.map(|r| r.reason);
-            return;
+            return None;
         }
     };
     out.server = Some(up.index);
+    out.chosen_by = match d.server {
+        Some((id, by)) if id == up.server.id => by.name(),
+        _ => "scheduler",
+    };
     decide::remember_sticky_ip(
         &worker.shared,
         listener,
@@ -136,39 +143,43 @@ async fn forward(
     );
     out.bytes_in = ends.cbuf.len() as u64;
     if up.stream.write_all(ends.cbuf.filled()).await.is_err() {
-        return;
+        return None;
     }
     ends.cbuf.clear();
-    learn_session(worker, snap, &mut up.stream, ends.sbuf, up.server.id).await;
+    let version = learn_session(worker, snap, &mut up.stream, ends.sbuf, up.server.id).await;
     out.bytes_out = ends.sbuf.len() as u64;
     tunnel::run(ends.client, ends.cbuf, &mut up.stream, ends.sbuf, snap.config.timeouts.tunnel_idle).await;
+    version
 }
 
 /// Reads the server's first bytes until its ServerHello is whole (they stay in `sbuf`, to
 /// be forwarded) and remembers the session ID it issued, when it is one a client can
-/// resume with (TLS ≤ 1.2). Anything else is left to the tunnel as it is.
+/// resume with (TLS ≤ 1.2). Anything else is left to the tunnel as it is. Returns the
+/// version the server chose, when its hello was read.
 async fn learn_session(
     worker: &Worker,
     snap: &Snapshot,
     upstream: &mut TcpStream,
     sbuf: &mut IoBuf,
     server: u64,
-) {
+) -> Option<TlsVersion> {
     let mut reader = ServerHelloReader::new(tls::DEFAULT_MAX_BYTES.min(sbuf.capacity()));
     let deadline = Instant::now() + snap.config.timeouts.server_response;
     loop {
         let before = sbuf.len();
         match read_some(upstream, sbuf, deadline).await {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => return None,
             Ok(_) => {}
         }
         match reader.push(&sbuf.filled()[before..]) {
             Progress::NeedMore if !sbuf.is_full() => {}
-            Progress::Done(hello) if hello.resumption_via_session_id() => {
-                worker.shared.tls_sessions.put(hello.session_id.into_boxed_slice(), server);
-                return;
+            Progress::Done(hello) => {
+                if hello.resumption_via_session_id() {
+                    worker.shared.tls_sessions.put(hello.session_id.into_boxed_slice(), server);
+                }
+                return Some(hello.version);
             }
-            _ => return,
+            _ => return None,
         }
     }
 }
