@@ -26,9 +26,9 @@ pub fn run() -> anyhow::Result<()> {
     let (config_path, rules_path) = (dir.0.join("demo.toml"), dir.0.join("demo.rules"));
     std::fs::write(&config_path, DEMO_CONFIG)?;
     std::fs::write(&rules_path, DEMO_RULES)?;
-    let signals = crate::signals::Signals::install()?;
     let cfg =
         config::load(&config_path).map_err(|d| anyhow::anyhow!("embedded demo config is invalid:\n{d}"))?;
+    let signals = crate::signals::Signals::install(&cfg)?;
     let origins_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
     let origins = origins_rt.block_on(start_origins(&cfg))?;
     let switch = std::sync::Arc::new(proxy::Switch::start(cfg).context("starting the switch")?);

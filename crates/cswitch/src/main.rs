@@ -119,7 +119,7 @@ fn init_tracing() {
 
 fn run(path: &Path) -> anyhow::Result<()> {
     let cfg = config::load(path).map_err(|d| anyhow::anyhow!("invalid config:\n{d}"))?;
-    let signals = signals::Signals::install()?;
+    let signals = signals::Signals::install(&cfg)?;
     let switch = Arc::new(proxy::Switch::start(cfg).context("starting the switch")?);
     for l in &switch.config().listeners {
         if let Some(addr) = switch.local_addr(&l.name) {

@@ -17,11 +17,15 @@ pub struct Signals {
     int: Signal,
     hup: Signal,
     usr1: Signal,
+    /// The rule files' modification times when the config was loaded.
+    stamps: Vec<Option<std::time::SystemTime>>,
 }
 
 impl Signals {
-    /// Installs the handlers.
-    pub fn install() -> anyhow::Result<Signals> {
+    /// Installs the handlers, and notes the rule files of `cfg` (the config about to
+    /// start) as they are now: an edit made while the switch starts is still seen.
+    pub fn install(cfg: &config::Config) -> anyhow::Result<Signals> {
+        let stamps = rule_file_stamps(cfg);
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let (term, int, hup, usr1) = rt.block_on(async {
             anyhow::Ok((
@@ -31,16 +35,15 @@ impl Signals {
                 signal(SignalKind::user_defined1())?,
             ))
         })?;
-        Ok(Signals { rt, term, int, hup, usr1 })
+        Ok(Signals { rt, term, int, hup, usr1, stamps })
     }
 
     /// Blocks until SIGTERM / SIGINT, reloading on SIGHUP (when a config path is given)
     /// and reopening the access log on SIGUSR1, then shuts the switch down.
     pub fn serve_until_stopped(self, switch: &proxy::Switch, config: Option<&Path>) -> anyhow::Result<()> {
-        let Signals { rt, mut term, mut int, mut hup, mut usr1 } = self;
+        let Signals { rt, mut term, mut int, mut hup, mut usr1, mut stamps } = self;
         rt.block_on(async {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-            let mut stamps = rule_file_stamps(&switch.config());
             loop {
                 tokio::select! {
                     _ = term.recv() => break,

@@ -206,7 +206,16 @@ fn a_changed_rule_file_is_reloaded_without_a_signal() {
     assert!(rules.contains("added=[\"B\"]") && rules.contains("removed=[\"A\"]"), "{rules}");
     let reloaded = run.wait_for("config reloaded");
     assert!(reloaded.contains("file watch"), "{reloaded}");
+    assert!(reloaded.contains("changes=0 rule_files_changed=1"), "{reloaded}");
     assert_eq!(origin(&rt), "b");
+    // A kept label with another condition is "changed"; the file is named.
+    std::thread::sleep(Duration::from_millis(1100));
+    let next =
+        "B: if (prefix(path, \"/x\")) { routeTo(gb); }\nC: if (prefix(path, \"/\")) { routeTo(ga); }\n";
+    std::fs::write(dir.join("web.rules"), next).unwrap();
+    let rules = run.wait_for("rules changed");
+    assert!(rules.contains("changed=[\"B\"]") && rules.contains("added=[\"C\"]"), "{rules}");
+    assert!(rules.contains("removed=[]") && rules.contains("web.rules"), "{rules}");
     run.signal("-TERM");
     assert!(run.child.wait().unwrap().success());
 }
@@ -249,14 +258,16 @@ fn explain_feeds_the_hash_key_to_a_keyed_scheduler() {
 #[test]
 fn demo_reloads_its_rule_file_and_removes_its_directory() {
     use std::io::BufRead;
-    let mut child = cswitch()
+    let child = cswitch()
         .arg("demo")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let log = common::log_lines(child.stderr.take().unwrap());
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    // Killed on drop if an assertion fails, so no demo outlives the test holding its ports.
+    let mut run = Running { child, log: std::sync::mpsc::channel().1 };
+    run.log = common::log_lines(run.child.stderr.take().unwrap());
+    let mut stdout = std::io::BufReader::new(run.child.stdout.take().unwrap()).lines();
     let rules = loop {
         let line = stdout.next().expect("the banner names the rule file").unwrap();
         if let Some(rest) = line.trim().strip_prefix("They are in ") {
@@ -272,11 +283,10 @@ fn demo_reloads_its_rule_file_and_removes_its_directory() {
     let edited = std::fs::read_to_string(&rules).unwrap().replace("deny(403)", "deny(404)");
     assert!(edited.contains("deny(404)"));
     std::fs::write(&rules, edited).unwrap();
-    common::wait_for(&log, "config reloaded");
+    run.wait_for("config reloaded");
     assert_eq!(rt.block_on(testkit::get(addr, "/admin/")).unwrap().status, 404);
 
-    let kill = std::process::Command::new("kill").arg("-INT").arg(child.id().to_string()).status();
-    assert!(kill.unwrap().success());
-    assert!(child.wait().unwrap().success());
+    run.signal("-INT");
+    assert!(run.child.wait().unwrap().success());
     assert!(!dir.exists(), "{} left behind", dir.display());
 }

@@ -238,11 +238,12 @@ impl Switch {
     /// old one. Listener and `[agents]` bind changes are refused (nothing changes then).
     pub fn reload(&self, config: Config) -> Result<u64, ReloadError> {
         let _writer = self.shared.snapshot_writer.lock().unwrap_or_else(|e| e.into_inner());
-        self.reload_locked(config)
+        self.reload_locked(config).map(|(generation, _)| generation)
     }
 
-    /// [`Switch::reload`] with the snapshot writer lock already held.
-    fn reload_locked(&self, config: Config) -> Result<u64, ReloadError> {
+    /// [`Switch::reload`] with the snapshot writer lock already held; also says how many
+    /// listeners' rules changed.
+    fn reload_locked(&self, config: Config) -> Result<(u64, usize), ReloadError> {
         let current = self.shared.snapshot.load_full();
         if let Err(e) = same_listeners(&current.config, &config) {
             self.shared.stats.inc(Counter::ReloadsFailed);
@@ -263,7 +264,7 @@ impl Switch {
             ReloadError::AccessLog(e.to_string())
         })?;
         let generation = current.generation + 1;
-        log_rule_changes(&current, &rules);
+        let rule_files = log_rule_changes(&current, &rules, &config);
         self.log.set(log);
         let parts = ListenerParts { rules, tls };
         let next = Snapshot::build(config, parts, Some(&current), generation);
@@ -273,7 +274,7 @@ impl Switch {
         self.shared.tls_sessions.reconfigure(tls_lifetime, |id| next.group_of(id).is_some());
         self.shared.snapshot.store(Arc::new(next));
         self.shared.stats.inc(Counter::Reloads);
-        Ok(generation)
+        Ok((generation, rule_files))
     }
 
     /// Applies `config` like [`Switch::reload`] and logs what changed; the changes are
@@ -313,8 +314,14 @@ impl Switch {
             return Ok(None);
         }
         let changes = config::diff(&current.config, &next);
-        let generation = self.reload_locked(next).map_err(EditFailed::Refused)?;
-        tracing::info!(generation, changes = changes.len(), cause = why, "config reloaded");
+        let (generation, rule_files) = self.reload_locked(next).map_err(EditFailed::Refused)?;
+        tracing::info!(
+            generation,
+            changes = changes.len(),
+            rule_files_changed = rule_files,
+            cause = why,
+            "config reloaded"
+        );
         for change in &changes {
             tracing::info!("  {change}");
         }
@@ -382,27 +389,44 @@ impl Drop for Switch {
 }
 
 /// Logs, per listener, how its rules changed in a reload (a rule file can change while the
-/// config does not): rules added and removed by label, and whether the others changed.
-fn log_rule_changes(current: &Snapshot, next: &[Option<Arc<RuleSet>>]) {
-    let labels = |r: &RuleSet| -> Vec<String> {
-        (0..r.len()).filter_map(|i| r.label(i).map(str::to_string)).collect()
+/// config does not): the file, and the rules added and removed (by label) and changed (same
+/// label, other condition or action). Returns how many listeners' rules changed.
+fn log_rule_changes(current: &Snapshot, next: &[Option<Arc<RuleSet>>], config: &Config) -> usize {
+    let rules = |r: Option<&RuleSet>| -> Vec<(String, String)> {
+        let Some(r) = r else { return Vec::new() };
+        (0..r.len())
+            .map(|i| (r.label(i).unwrap_or("").to_string(), r.rule_text(i).unwrap_or_default()))
+            .collect()
     };
-    for (old, new) in current.listeners.iter().zip(next) {
-        let (before, after) = (old.rules.as_deref(), new.as_deref());
-        if before.map(ToString::to_string) == after.map(ToString::to_string) {
+    let mut changed_files = 0;
+    for ((old, new), l) in current.listeners.iter().zip(next).zip(&config.listeners) {
+        let (was, now) = (rules(old.rules.as_deref()), rules(new.as_deref()));
+        if was == now {
             continue;
         }
-        let (was, now) = (before.map(labels).unwrap_or_default(), after.map(labels).unwrap_or_default());
-        let added: Vec<&String> = now.iter().filter(|l| !was.contains(l)).collect();
-        let removed: Vec<&String> = was.iter().filter(|l| !now.contains(l)).collect();
+        changed_files += 1;
+        let label_in = |set: &[(String, String)], label: &str| set.iter().find(|(l, _)| l == label).cloned();
+        let added: Vec<&str> =
+            now.iter().filter(|(l, _)| label_in(&was, l).is_none()).map(|(l, _)| l.as_str()).collect();
+        let removed: Vec<&str> =
+            was.iter().filter(|(l, _)| label_in(&now, l).is_none()).map(|(l, _)| l.as_str()).collect();
+        let changed: Vec<&str> = now
+            .iter()
+            .filter(|(l, text)| label_in(&was, l).is_some_and(|(_, before)| &before != text))
+            .map(|(l, _)| l.as_str())
+            .collect();
+        let file = l.rules.as_ref().map_or("none".to_string(), |p| p.display().to_string());
         tracing::info!(
             listener = %old.name,
+            file,
             rules = now.len(),
             added = ?added,
             removed = ?removed,
-            "rules changed (kept labels may have new conditions or actions)"
+            changed = ?changed,
+            "rules changed"
         );
     }
+    changed_files
 }
 
 fn worker_count(config: &Config) -> usize {

@@ -115,6 +115,12 @@ impl RuleSet {
         self.ir.rules.is_empty()
     }
 
+    /// Rule `r` as source text (normalised: comments and spacing dropped), to tell whether
+    /// a rule kept across a reload changed.
+    pub fn rule_text(&self, r: usize) -> Option<String> {
+        self.program.rules.get(r).map(ToString::to_string)
+    }
+
     /// The group names given to `compile`, indexed as in [`crate::Action::Route`].
     pub fn groups(&self) -> &[String] {
         &self.groups
