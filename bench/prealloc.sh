@@ -45,7 +45,7 @@ origin="$bench/.run/harness/origin/target/release/bench-origin"
 if [ ! -x "$origin" ]; then
   say "building the reference origin (bench/run.sh copies the harness to bench/.run/harness)"
   mkdir -p "$bench/.run/harness/origin"
-  cp -rf /work/shared/bench/origin/Cargo.toml /work/shared/bench/origin/Cargo.lock /work/shared/bench/origin/src "$bench/.run/harness/origin/"
+  cp -rf $root/../shared/bench/origin/Cargo.toml $root/../shared/bench/origin/Cargo.lock $root/../shared/bench/origin/src "$bench/.run/harness/origin/"
   (cd "$bench/.run/harness/origin" && cargo build --release -q)
 fi
 

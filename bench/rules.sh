@@ -9,7 +9,7 @@
 #
 # Usage:  bench/rules.sh [--reps N] [--duration S] [--rules LIST] [--out FILE] [--no-build] [--no-install]
 # Env:    REPS (default 3), DURATION (default 8 s), RULES (default 1,100,1000),
-#         HARNESS (default /work/shared/bench), OUT (CSV path),
+#         HARNESS (default ../shared/bench), OUT (CSV path),
 #         CSWITCH_BIN (benchmark this binary; skips the build).
 # Output: bench/results/rules-<date>.csv (appended; each invocation has its own label), tables on
 #         stdout (bench/rules_table.py), harness progress on stderr, scratch in bench/.run/.
@@ -18,7 +18,7 @@ set -euo pipefail
 
 bench="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$bench/.." && pwd)"
-shared="${HARNESS:-/work/shared/bench}"
+shared="${HARNESS:-$root/../shared/bench}"
 reps="${REPS:-3}"
 duration="${DURATION:-8}"
 rules="${RULES:-1,100,1000}"

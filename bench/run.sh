@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # cswitch side by side with HAProxy and nginx (and the origin alone, "direct") on the shared
-# harness in /work/shared/bench. One command: installs missing tools, builds cswitch, runs the
+# harness in ../shared/bench. One command: installs missing tools, builds cswitch, runs the
 # workloads interleaved, writes a CSV and prints one markdown table per workload.
 #
 # Usage:  bench/run.sh [--reps N] [--duration S] [--quick] [--out FILE] [--no-build] [--no-install]
 # Env:    REPS (default 3), DURATION (default 8 s), QUICK=1 (reps 1, duration 3, CSV under
-#         bench/results/tmp/), HARNESS (default /work/shared/bench), OUT (CSV path),
+#         bench/results/tmp/), HARNESS (default ../shared/bench), OUT (CSV path),
 #         WORKLOADS (subset of: ka ka256 close ka10k idle; default all),
 #         CSWITCH_BIN (benchmark this binary; skips the build).
 # Output: bench/results/<date>.csv (appended; every invocation gets its own label), tables on
 #         stdout (bench/table.py), harness progress on stderr, scratch in bench/.run/.
 #
-# Workloads (wrk -t1, layout: wrk on CPU 0, proxy + origin on CPU 1, see /work/shared/bench):
+# Workloads (wrk -t1, layout: wrk on CPU 0, proxy + origin on CPU 1, see ../shared/bench):
 #   ka-small c=64 and c=256   keep-alive GET /app/small (100 B)
 #   close-small c=64          Connection: close, one TCP connection per request
 #   ka-10k c=64               keep-alive GET /app/10k (10 KiB)
@@ -21,7 +21,7 @@ set -euo pipefail
 
 bench="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$bench/.." && pwd)"
-shared="${HARNESS:-/work/shared/bench}"
+shared="${HARNESS:-$root/../shared/bench}"
 reps="${REPS:-3}"
 duration="${DURATION:-8}"
 quick="${QUICK:-0}"
@@ -103,7 +103,7 @@ commit="$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 dirty="$(git -C "$root" status --porcelain -- crates 2>/dev/null | wc -l)"
 
 # (c) the harness writes .run/, configs/ (and would build origin/target/) next to bench.py,
-# and /work/shared is read-only for us: run a fresh copy under bench/.run/harness (git-ignored).
+# and ../shared is read-only for us: run a fresh copy under bench/.run/harness (git-ignored).
 harness="$bench/.run/harness"
 mkdir -p "$harness"
 for f in bench.py report.py README.md BASELINE.md; do

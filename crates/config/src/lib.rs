@@ -29,6 +29,8 @@
 //!   and their rendering with a caret.
 //! - `diff`: what changed between two configs, for reload; `edit`: the admin API's
 //!   run-time edits; both work on the validated types only.
+//! - `syntax`: where an unclosed bracket opened, for TOML syntax errors the parser reports
+//!   where it gave up.
 //! - `addr` (IP:port), `duration` ("500ms", "10s", "5m"), `suggest` ("did you mean"):
 //!   leaves.
 //! - `model`: the validated types (a leaf, with `balance`'s scheduler names).
@@ -51,6 +53,7 @@ mod model;
 mod refs;
 mod sections;
 mod suggest;
+mod syntax;
 mod walk;
 
 pub use diag::{Diagnostic, Diagnostics, Place};

@@ -36,7 +36,16 @@ pub(crate) fn inspect_text(text: &str, path: &Path) -> Inspection {
         Err(e) => {
             // A syntax error leaves no document to walk, so it is the only report.
             let message = e.message().trim_end().replace('\n', "; ");
-            sink.error(&e.span(), "", format!("TOML syntax: {message}"), None);
+            match crate::syntax::unclosed_bracket(text, &message, e.span()) {
+                Some((at, close)) => {
+                    let message = format!("TOML syntax: this `{}` is never closed", &text[at..=at]);
+                    let hint = format!(
+                        "close it with `{close}` (an array or inline table ends before the next [section])"
+                    );
+                    sink.error(&Some(at..at + 1), "", message, Some(hint));
+                }
+                None => sink.error(&e.span(), "", format!("TOML syntax: {message}"), None),
+            }
             return Inspection { config: Err(sink.into_diagnostics()), refs: Refs::default() };
         }
     };

@@ -52,6 +52,26 @@ fn syntax_error_points_at_the_fault() {
     assert_eq!(d.source_line, "[global");
 }
 
+/// An array left open is noticed by the parser only at the next section or the end of the
+/// file; the error points at its opening bracket instead.
+#[test]
+fn unclosed_array_points_at_its_opening_bracket() {
+    let open = BASE.replace(
+        "servers = [{ name = \"s1\", addr = \"127.0.0.1:9001\" }]",
+        "servers = [{ name = \"s1\", addr = \"127.0.0.1:9001\" },",
+    );
+    for text in [open.clone(), format!("{open}\n[global]\nworkers = 1\n")] {
+        let d = one(&text);
+        assert_at(&d, 8, 11, "");
+        assert_eq!(d.message, "TOML syntax: this `[` is never closed");
+        assert_eq!(d.source_line, "servers = [{ name = \"s1\", addr = \"127.0.0.1:9001\" },");
+        assert!(hint(&d).starts_with("close it with `]`"), "{}", hint(&d));
+    }
+    let d = before_base("[limits]\nx = { a = 1\n");
+    assert_at(&d, 2, 5, "");
+    assert!(hint(&d).starts_with("close it with `}`"), "{}", hint(&d));
+}
+
 #[test]
 fn unknown_top_level_section_suggests_the_right_one() {
     let d = before_base("[globl]\nworkers = 1");

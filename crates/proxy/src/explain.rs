@@ -18,7 +18,7 @@ use crate::http::view::{Dst, HeadView};
 use crate::upstream::decide::{self, Act, Ask, Decision, Notes, Tables};
 use crate::upstream::pick::extract_key;
 use http1::{BodyScanner, RequestHead};
-use rules::{Body, RuleSet, Sticky};
+use rules::{Body, RuleSet};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -196,7 +196,7 @@ fn describe(snap: &Snapshot, listener: usize, d: &Decision, notes: &Notes, out: 
                 (Some((_, by)), _) if by != decide::By::Persistence => {
                     format!("a {} entry sends it to group {group}", by.name())
                 }
-                (_, Some(_)) => format!("rule {named} routes to group {group} ({})", sticky_name(d.sticky)),
+                (_, Some(_)) => format!("rule {named} routes to group {group} ({})", d.sticky.keyword()),
                 _ if snap.listeners[listener].rules.is_some() => {
                     format!("no rule routed; default group {group}")
                 }
@@ -218,14 +218,6 @@ fn describe(snap: &Snapshot, listener: usize, d: &Decision, notes: &Notes, out: 
             out.status = Some(status);
             out.decision = format!("rule {named} redirects ({status}) to {}", notes.location);
         }
-    }
-}
-
-fn sticky_name(s: Sticky) -> &'static str {
-    match s {
-        Sticky::IpPort => "STICKY_IP_PORT",
-        Sticky::Ip => "STICKY_IP",
-        Sticky::Off => "NONSTICKY",
     }
 }
 

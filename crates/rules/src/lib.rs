@@ -101,3 +101,14 @@ pub enum Sticky {
     /// `NONSTICKY` (the default): every request is matched.
     Off,
 }
+
+impl Sticky {
+    /// The rule language's keyword for it.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Sticky::IpPort => "STICKY_IP_PORT",
+            Sticky::Ip => "STICKY_IP",
+            Sticky::Off => "NONSTICKY",
+        }
+    }
+}

@@ -11,7 +11,7 @@ use crate::diag::{Diagnostics, Reporter, Span};
 use crate::ir::{FetchName, Final, Ir};
 use crate::trace::Truth;
 use crate::xml::XmlPlan;
-use crate::{lexer, lower, parser, reach, Sticky};
+use crate::{lexer, lower, parser, reach};
 
 /// Options a listener gives the compiler besides the rules text.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -149,7 +149,7 @@ impl RuleSet {
         match &self.ir.finals[fin as usize] {
             Final::Route { group, sticky } => {
                 let name = self.groups.get(*group as usize).map_or("?", String::as_str);
-                format!("rule {label} routes to group '{name}' ({})", sticky_word(*sticky))
+                format!("rule {label} routes to group '{name}' ({})", sticky.keyword())
             }
             Final::Deny { status } => format!("rule {label} denies with {status}"),
             Final::Drop => format!("rule {label} drops the connection"),
@@ -172,14 +172,6 @@ fn plans_or_report(program: &Program, ir: &Ir, rep: &mut Reporter<'_>) -> Vec<Fe
             rep.error(span, format!("the tests on {field} are too large together: {why}"), hint);
             Vec::new()
         }
-    }
-}
-
-fn sticky_word(s: Sticky) -> &'static str {
-    match s {
-        Sticky::IpPort => "STICKY_IP_PORT",
-        Sticky::Ip => "STICKY_IP",
-        Sticky::Off => "NONSTICKY",
     }
 }
 
