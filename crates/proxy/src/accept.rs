@@ -2,13 +2,12 @@
 //! control, the protocol dispatch of each accepted connection to its wing, the periodic
 //! housekeeping, and the graceful end on shutdown.
 
-use crate::floor::conns::{ConnState, Evicted, Slot};
+use crate::floor::conns::{ConnState, Evicted, Open, Slot, Watch};
 use crate::floor::shared::Shared;
 use crate::floor::stats::Counter;
 use crate::floor::stream::{handshake, ClientStream};
 use crate::floor::worker::Worker;
 use crate::observe::access_log::{self, LogOutput};
-use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -60,9 +59,18 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
             continue;
         }
         let _ = stream.set_nodelay(true);
-        let state: Slot = Rc::new(Cell::new(ConnState::Fresh));
-        let task =
-            tokio::task::spawn_local(dispatch(Rc::clone(&worker), stream, peer, index, Rc::clone(&state)));
+        let state: Slot = Rc::new(Watch::new());
+        let open = Open::new(Rc::clone(&worker), index);
+        let task = if is_plain_http(&worker, index) {
+            // Spawned without the dispatch layer: every byte of this future is held by each
+            // silent connection (issue 17's 1 KiB target). Boxed because tokio aligns a
+            // task's cell to 128 bytes: a pointer keeps the cell at 128, and the future
+            // goes into an ordinary allocation of its own size.
+            let client = crate::http::client(&open, ClientStream::Plain(stream), peer, Rc::clone(&state));
+            tokio::task::spawn_local(Box::pin(crate::http::serve(open, client)))
+        } else {
+            tokio::task::spawn_local(dispatch(open, stream, peer, Rc::clone(&state)))
+        };
         worker.conns.add(state, task.abort_handle());
     }
 }
@@ -117,7 +125,10 @@ async fn housekeeping(worker: Rc<Worker>) {
     loop {
         tick.tick().await;
         access_log::flush();
-        worker.conns.prune();
+        let idle = worker.shared.snapshot.load().config.timeouts.client_idle;
+        for _ in 0..worker.conns.sweep(idle) {
+            worker.shared.stats.inc(Counter::IdleTimeout);
+        }
         ticks = ticks.wrapping_add(1);
         if ticks.is_multiple_of(4) {
             let snap = worker.shared.snapshot.load();
@@ -153,10 +164,19 @@ async fn wait_for_shutdown(worker: &Rc<Worker>) {
     }
 }
 
-/// Hands a new connection to the wing of its listener's protocol, counted as open (per
-/// listener and in all) until the wing is done with it.
-async fn dispatch(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, listener: usize, state: Slot) {
-    let _open = ConnGuard::new(&worker, listener);
+/// Whether the listener speaks HTTP without TLS termination (the connection goes straight
+/// to the HTTP wing).
+fn is_plain_http(worker: &Worker, listener: usize) -> bool {
+    let snap = worker.shared.snapshot.load();
+    let l = &snap.listeners[listener];
+    l.protocol == config::Protocol::Http && l.tls.is_none()
+}
+
+/// Hands a new connection to the wing of its listener's protocol (plain HTTP goes straight
+/// there, see `accept_loop`), counted as open (per listener and in all) until the wing is
+/// done with it.
+async fn dispatch(open: Open, stream: TcpStream, peer: SocketAddr, state: Slot) {
+    let (worker, listener) = (Rc::clone(&open.worker), open.listener);
     let (protocol, acceptor) = {
         let snap = worker.shared.snapshot.load();
         let l = &snap.listeners[listener];
@@ -186,29 +206,8 @@ async fn dispatch(worker: Rc<Worker>, stream: TcpStream, peer: SocketAddr, liste
                     None => return,
                 },
             };
-            crate::http::serve(Rc::clone(&worker), stream, peer, listener, state).await
-        }
-    }
-}
-
-/// Keeps the open-connection counts right however the connection ends (including being
-/// dropped with the worker's runtime at shutdown).
-struct ConnGuard<'a>(&'a Worker, usize);
-
-impl<'a> ConnGuard<'a> {
-    fn new(worker: &'a Worker, listener: usize) -> Self {
-        if let Some(l) = worker.shared.listeners.get(listener) {
-            l.connections.fetch_add(1, Ordering::Relaxed);
-        }
-        ConnGuard(worker, listener)
-    }
-}
-
-impl Drop for ConnGuard<'_> {
-    fn drop(&mut self) {
-        self.0.shared.client_conns.fetch_sub(1, Ordering::AcqRel);
-        if let Some(l) = self.0.shared.listeners.get(self.1) {
-            l.connections.fetch_sub(1, Ordering::Relaxed);
+            let client = crate::http::client(&open, stream, peer, state);
+            crate::http::serve(open, client).await
         }
     }
 }

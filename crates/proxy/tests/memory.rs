@@ -39,7 +39,7 @@ async fn a_connection_without_a_request_costs_little_memory() {
     let silent = per_connection(h.addr, 2000, b"", &mut conns).await;
     let trickling = per_connection(h.addr, 2000, b"GET / HTTP/1.1\r\nHo", &mut conns).await;
     eprintln!("per connection: silent {silent} B, trickling {trickling} B");
-    assert!(silent <= 2048, "silent connection: {silent} B");
+    assert!(silent <= 1024, "silent connection: {silent} B");
     assert!(trickling <= 4096, "trickling head: {trickling} B");
     assert_eq!(h.count(proxy::Counter::HeadTimeout), 0);
 }

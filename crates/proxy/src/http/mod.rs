@@ -24,40 +24,58 @@ mod scratch;
 mod txn;
 pub mod view;
 
-use crate::floor::conns::{ConnState, Slot};
-use crate::floor::stats::Counter;
+use crate::floor::conns::{ConnState, Open, Slot};
 use crate::floor::stream::ClientStream;
 use crate::floor::worker::{BusyGuard, Worker};
 use crate::upstream::prealloc;
-use client::{Client, Pins};
+pub(crate) use client::Client;
+use client::Pins;
 use std::net::SocketAddr;
-use std::rc::Rc;
 use tokio::io::AsyncWriteExt;
 
-/// Serves one HTTP client connection to its end.
+/// The client side of a new connection (and, with `preallocate`, its server connection
+/// started now). Built before the connection's task, so the task's future holds it once.
 /// `state` tells eviction what the connection is doing (fresh until its first head is
 /// whole, then busy, idle between requests).
-pub async fn serve(worker: Rc<Worker>, stream: ClientStream, peer: SocketAddr, listener: usize, state: Slot) {
-    let prealloc = prealloc::start(&worker, &worker.shared.snapshot.load(), listener, peer);
+pub(crate) fn client(open: &Open, stream: ClientStream, peer: SocketAddr, state: Slot) -> Client {
+    let worker = &open.worker;
+    let prealloc = prealloc::start(worker, &worker.shared.snapshot.load(), open.listener, peer);
     let pins = prealloc.map(|p| Box::new(Pins { prealloc: Some(p), ..Pins::default() }));
-    let id = worker.client_id();
-    let mut client = Client { stream, peer, buf: None, pins, state, id, served: false };
-    while wait_for_request(&worker, &mut client).await {
-        // Boxed: the request phases hold far more state than an idle connection needs, and
-        // an unboxed future would reserve that space in every idle keep-alive connection.
-        let keep = Box::pin(serve_one(&worker, listener, &mut client)).await;
-        if !keep || worker.shutting_down() {
-            break;
+    Client { stream, peer, buf: None, pins, state, id: worker.client_id(), served: false }
+}
+
+/// Serves one HTTP client connection to its end. Everything this future holds is held by
+/// every connection, silent ones included: keep it to the open-connection guard and the
+/// client.
+///
+/// Not an `async fn`: one would copy its arguments into locals and hold both copies (a
+/// second `Client`) for the connection's whole life; the block uses the captured ones.
+#[allow(clippy::manual_async_fn)] // on purpose: see above
+pub(crate) fn serve(open: Open, mut client: Client) -> impl std::future::Future<Output = ()> {
+    async move {
+        let (worker, listener) = (&*open.worker, open.listener);
+        while wait_for_request(worker, &mut client).await {
+            // Boxed: the request phases hold far more state than an idle connection needs,
+            // and an unboxed future would reserve that space in every idle connection.
+            let keep = Box::pin(serve_one(worker, listener, &mut client)).await;
+            if !keep || worker.shutting_down() {
+                break;
+            }
+        }
+        if let Some(buf) = client.buf.take() {
+            worker.bufs.give(buf);
+        }
+        if client.stream.is_tls() {
+            // Boxed: its timer would otherwise take room in every connection's future.
+            Box::pin(close_notify(&mut client.stream)).await;
         }
     }
-    if let Some(buf) = client.buf.take() {
-        worker.bufs.give(buf);
-    }
-    if client.stream.is_tls() {
-        // close_notify, so the client can tell the end from a truncation (a plain TCP
-        // connection needs nothing more than the close itself).
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), client.stream.shutdown()).await;
-    }
+}
+
+/// close_notify, so a TLS client can tell the end from a truncation (a plain TCP connection
+/// needs nothing more than the close itself).
+async fn close_notify(stream: &mut ClientStream) {
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), stream.shutdown()).await;
 }
 
 /// One request, on the snapshot current when it started.
@@ -83,11 +101,14 @@ async fn wait_for_request(worker: &Worker, client: &mut Client) -> bool {
     if client.state.get() == ConnState::Busy {
         client.state.set(ConnState::Idle);
     }
-    let idle = worker.shared.snapshot.load().config.timeouts.client_idle;
-    // `poll_read_ready` parks the waker in the socket's own registration; `readable()` would
-    // add a waiter node to this future, which every idle connection would carry.
+    // The idle timeout is enforced by the worker's housekeeping (`floor::conns`), which
+    // closes this connection if it waits too long: no timer here, see `Watch`.
+    client.state.waiting(true);
     let readable = async {
         loop {
+            // `poll_read_ready` parks the waker in the socket's own registration;
+            // `readable()` would add a waiter node to this future, which every idle
+            // connection would carry.
             std::future::poll_fn(|cx| client.stream.poll_read_ready(cx)).await?;
             // The reactor calls a new socket readable before a byte is there: on a fresh
             // connection ask the kernel, and wait again if nothing came, so a silent
@@ -98,15 +119,11 @@ async fn wait_for_request(worker: &Worker, client: &mut Client) -> bool {
             }
         }
     };
-    match tokio::time::timeout(idle, readable).await {
-        Ok(Ok(())) if !worker.shutting_down() => {
-            client.buf = Some(worker.bufs.take_for_head());
-            true
-        }
-        Ok(_) => false,
-        Err(_) => {
-            worker.shared.stats.inc(Counter::IdleTimeout);
-            false
-        }
+    let ready = readable.await.is_ok();
+    client.state.waiting(false);
+    if !ready || worker.shutting_down() {
+        return false;
     }
+    client.buf = Some(worker.bufs.take_for_head());
+    true
 }
