@@ -237,7 +237,7 @@ pub fn tls_server_hello(input: &[u8]) {
 /// SMTP front: any client bytes, fed in two pieces, with every MAIL and RCPT accepted;
 /// never panics, and its answers end in CRLF.
 pub fn smtp_front(input: &[u8]) {
-    use mail::smtp::{Event, Front, FrontConfig};
+    use mail::smtp::{Event, Front, FrontConfig, Reply};
     let (a, b) = split_by_first(input);
     let mut front = Front::new(FrontConfig { starttls: true, ..FrontConfig::default() });
     let mut out = Vec::new();
@@ -247,7 +247,7 @@ pub fn smtp_front(input: &[u8]) {
         while let Some(event) = front.poll(&mut out) {
             match event {
                 Event::Mail { .. } => front.accept_mail(&mut out),
-                Event::Rcpt { .. } => front.accept_rcpt(&mut out),
+                Event::Rcpt { .. } => front.answer_rcpt(&Reply::new(250, "2.1.5 Ok"), &mut out),
                 Event::Data => {
                     let _ = front.envelope();
                 }
@@ -258,29 +258,31 @@ pub fn smtp_front(input: &[u8]) {
     assert!(out.is_empty() || out.ends_with(b"\r\n"));
 }
 
-/// SMTP replay: any server bytes after an envelope; never panics.
+/// SMTP replay: any server bytes after an envelope; never panics. Each answered RCPT is
+/// followed by the next command the switch would relay: a second RCPT, then DATA.
 pub fn smtp_replay(input: &[u8]) {
-    use mail::smtp::{Event, Front, FrontConfig, Replay, ReplayConfig};
-    let mut front = Front::new(FrontConfig::default());
-    let mut out = Vec::new();
-    front.feed(
-        b"EHLO c\r\nMAIL FROM:<a@b.example>\r\nRCPT TO:<x@y.example>\r\nRCPT TO:<z@y.example>\r\nDATA\r\n",
-    );
-    while let Some(event) = front.poll(&mut out) {
-        match event {
-            Event::Mail { .. } => front.accept_mail(&mut out),
-            Event::Rcpt { .. } => front.accept_rcpt(&mut out),
-            _ => {}
-        }
-    }
-    let Some(envelope) = front.envelope() else { return };
-    let mut replay = Replay::new(ReplayConfig::default(), envelope, None);
+    use mail::smtp::{Envelope, MailParams, Mailbox, Outcome, Replay, ReplayConfig};
+    let env = Envelope {
+        helo: "c".to_string(),
+        esmtp: true,
+        from: Mailbox::parse("a@b.example").ok(),
+        params: MailParams::default(),
+    };
+    let (Ok(first), Ok(second)) = (Mailbox::parse("x@y.example"), Mailbox::parse("z@y.example")) else {
+        return;
+    };
+    let mut replay = Replay::new(ReplayConfig::default(), env, first, None);
     let (a, b) = split_by_first(input);
     let mut to_server = Vec::new();
+    let mut answered = 0;
     for piece in [a, b] {
-        if replay.feed(piece, &mut to_server).is_some() {
-            return;
+        match replay.feed(piece, &mut to_server) {
+            Some(Outcome::Rcpt(_)) if answered == 0 => replay.rcpt(&second, &mut to_server),
+            Some(Outcome::Rcpt(_)) => replay.data(&mut to_server),
+            Some(_) => return,
+            None => continue,
         }
+        answered += 1;
     }
     let _ = replay.server_gone("fuzz", &mut to_server);
 }

@@ -57,7 +57,9 @@ fn the_seeds_are_valid_inputs_where_they_should_be() {
     while let Some(event) = front.poll(&mut out) {
         match event {
             mail::smtp::Event::Mail { .. } => front.accept_mail(&mut out),
-            mail::smtp::Event::Rcpt { .. } => front.accept_rcpt(&mut out),
+            mail::smtp::Event::Rcpt { .. } => {
+                front.answer_rcpt(&mail::smtp::Reply::new(250, "2.1.5 Ok"), &mut out)
+            }
             mail::smtp::Event::Data => saw_data = true,
             _ => {}
         }

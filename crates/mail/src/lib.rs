@@ -10,12 +10,12 @@
 //! Each protocol has the same two halves:
 //! - a `Front` (client side): `greeting`, `feed` (buffer bytes), `poll` (process them, write
 //!   the switch's own replies, return the next [`smtp::Event`] / [`pop3::Event`] /
-//!   [`imap::Event`] that needs the caller), decision methods (`accept_rcpt`, `login_failed`,
+//!   [`imap::Event`] that needs the caller), decision methods (`answer_rcpt`, `login_failed`,
 //!   …) and `tunnel` (hand back the client bytes that follow the switch point);
 //! - a `Replay` (server side): built from what the front collected, fed the server's bytes,
 //!   writes the commands to send and ends with an `Outcome` that says what the client gets.
 //!
-//! Layout: [`smtp`] (front, replay, replies, addresses, the refusal policy and its cache),
+//! Layout: [`smtp`] (front, replay and relay, replies, addresses, the refusal policy),
 //! [`pop3`], [`imap`] (front, replay, literal-aware command syntax), [`login`] (one
 //! vocabulary over POP3 and IMAP: front, replay, outcome); private `line` (CRLF
 //! line splitting with limits, shared by all three). [`ServerError`] is what a misbehaving

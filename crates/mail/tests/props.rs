@@ -21,6 +21,7 @@ const VOCABULARY: &[&str] = &[
     "MAIL FROM:<a@b.example> BODY=8BITMIME",
     "RCPT TO:<x@y.example>",
     "RCPT TO:<reject@y.example>",
+    "RCPT TO:<refused@y.example>",
     "RCPT TO:<defer@y.example>",
     "RCPT TO:<bad",
     "DATA",
@@ -35,14 +36,18 @@ const VOCABULARY: &[&str] = &[
     "QUIT",
 ];
 
-/// A caller that decides by the local part and fails every DATA, so the session goes on.
+/// A caller that decides by the local part (a "refused" recipient gets a two-line server
+/// refusal) and fails every DATA, so the session goes on.
 fn decide(event: &Event, front: &mut Front, out: &mut Vec<u8>) -> Flow {
     match event {
         Event::Mail { from: Some(f), .. } if f.local() == "deny" => front.reject_mail(550, "5.7.1 no", out),
         Event::Mail { .. } => front.accept_mail(out),
         Event::Rcpt { to } if to.local() == "reject" => front.reject_rcpt(550, "5.1.1 no", out),
         Event::Rcpt { to } if to.local() == "defer" => front.defer_rcpt(out),
-        Event::Rcpt { .. } => front.accept_rcpt(out),
+        Event::Rcpt { to } if to.local() == "refused" => {
+            front.answer_rcpt(&Reply { code: 550, lines: vec!["5.1.1 no".into(), "such user".into()] }, out)
+        }
+        Event::Rcpt { .. } => front.answer_rcpt(&Reply::new(250, "2.1.5 Ok"), out),
         Event::Data => front.data_failed(&Reply::new(451, "4.4.0 later"), out),
         _ => {}
     }
@@ -140,10 +145,10 @@ proptest! {
     fn replays_and_other_fronts_survive_any_bytes(input in prop::collection::vec(any::<u8>(), 0..1000)) {
         let env = smtp::Envelope {
             helo: "c".into(), esmtp: true, from: None, params: smtp::MailParams::default(),
-            rcpts: vec![smtp::Mailbox::parse("a@b").unwrap()],
         };
         let mut out = Vec::new();
-        let mut replay = smtp::Replay::new(smtp::ReplayConfig::default(), env, None);
+        let first = smtp::Mailbox::parse("a@b").unwrap();
+        let mut replay = smtp::Replay::new(smtp::ReplayConfig::default(), env, first, None);
         for b in input.chunks(7) {
             replay.feed(b, &mut out);
         }

@@ -56,8 +56,8 @@ fn greeting_ehlo_and_a_transaction() {
     );
     let env = front.envelope().unwrap();
     assert_eq!((env.helo.as_str(), env.esmtp), ("client.example", true));
-    assert_eq!(env.rcpts, vec![mb("bob@B.example")]);
-    assert_eq!(env.rcpts[0].domain_lowercase(), "b.example");
+    assert_eq!(front.rcpts(), [mb("bob@B.example")]);
+    assert_eq!(front.rcpts()[0].domain_lowercase(), "b.example");
     assert_eq!(front.poll(&mut out), None, "nothing happens while DATA is pending");
     assert_eq!(front.tunnel(), b"Subject: hi\r\n");
 }
@@ -95,7 +95,7 @@ fn pipelined_decisions_are_answered_in_order() {
                 front.reject_rcpt(550, "5.7.1 Rejected by policy", out)
             }
             Event::Rcpt { to } if to.domain() == "c.example" => front.defer_rcpt(out),
-            Event::Rcpt { .. } => front.accept_rcpt(out),
+            Event::Rcpt { .. } => front.answer_rcpt(&Reply::new(250, "2.1.5 Ok"), out),
             Event::Data => return Flow::Stop,
             _ => {}
         }
@@ -113,7 +113,7 @@ fn pipelined_decisions_are_answered_in_order() {
             "{out}"
         );
         assert_eq!(events.last(), Some(&Event::Data));
-        assert_eq!(front.envelope().unwrap().rcpts, vec![mb("ok@b.example")]);
+        assert_eq!(front.rcpts(), [mb("ok@b.example")]);
     }
 }
 
@@ -263,7 +263,7 @@ fn later_transactions_and_a_failed_data() {
                   MAIL FROM:<a@b>\r\nRCPT TO:<two@x>\r\nDATA\r\nMAIL FROM:<c@d>\r\n";
     let (_, events) = run_smtp(&mut front, input, 1, accept_all);
     assert!(events.contains(&Event::Reset));
-    assert_eq!(front.envelope().unwrap().rcpts, vec![mb("two@x")]);
+    assert_eq!(front.rcpts(), [mb("two@x")]);
     let mut out = Vec::new();
     front.data_failed(&Reply::new(451, "4.3.0 try again"), &mut out);
     assert_eq!(text(&out), "451 4.3.0 try again\r\n");
@@ -300,4 +300,36 @@ fn size_zero_means_no_limit() {
     let cfg = FrontConfig { max_size: 0, ..smtp_config() };
     let (out, _) = talk(cfg, "EHLO c\r\nMAIL FROM:<a@b> SIZE=999999999\r\n");
     assert!(out.contains("250-SIZE\r\n") && out.ends_with("250 2.1.0 Ok\r\n"));
+}
+
+#[test]
+fn server_answers_to_rcpt_pass_verbatim() {
+    let mut front = Front::new(smtp_config());
+    let input =
+        b"EHLO c\r\nMAIL FROM:<a@b>\r\nRCPT TO:<one@x>\r\nRCPT TO:<two@x>\r\nRCPT TO:<three@x>\r\nDATA\r\n";
+    let answers = [
+        Reply { code: 550, lines: vec!["5.1.1 <one@x>: unknown".into(), "5.1.1 try another".into()] },
+        Reply::new(251, "2.1.5 will forward"),
+        Reply::new(354, "odd"),
+    ];
+    let mut next = answers.iter();
+    let (out, events) = run_smtp(&mut front, input, 0, |e, f, o| {
+        match e {
+            Event::Mail { .. } => f.accept_mail(o),
+            Event::Rcpt { .. } => f.answer_rcpt(next.next().unwrap(), o),
+            Event::Data => return Flow::Stop,
+            _ => {}
+        }
+        Flow::Continue
+    });
+    assert!(
+        text(&out).ends_with(
+            "250 2.1.0 Ok\r\n550-5.1.1 <one@x>: unknown\r\n550 5.1.1 try another\r\n\
+             251 2.1.5 will forward\r\n550 odd\r\n"
+        ),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(events.last(), Some(&Event::Data));
+    assert_eq!(front.rcpts(), [mb("two@x")], "only the 2xx joined the transaction");
 }

@@ -158,7 +158,6 @@ impl Switch {
             sticky_ip: StickyIp::new(sticky_lifetime),
             last_server: Default::default(),
             tls_sessions: TlsSessions::new(tls_lifetime),
-            smtp_refusals: Default::default(),
             weights_epoch: Default::default(),
             listeners: (0..listener_count).map(|_| Default::default()).collect(),
             started: std::time::Instant::now(),

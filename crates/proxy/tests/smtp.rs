@@ -1,7 +1,9 @@
-//! The SMTP listener with a real client (Python's smtplib) and scripted servers on
-//! loopback: mail routed by recipient domain, a sender denied, recipients split across
-//! servers (the later one deferred with 451), a recipient the server rejects, a server that
-//! is down, and two transactions in one session.
+//! The SMTP listener with a real client (Python's smtplib, or raw bytes) and scripted or
+//! aiosmtpd servers on loopback: mail routed by recipient domain, a sender denied,
+//! recipients split across servers (the later one deferred with 451), recipients the server
+//! refuses answered with its own reply at RCPT time while the others are delivered at once,
+//! a server that is down, RSET after the server was chosen, and two transactions in one
+//! session.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 use proxy::Switch;
@@ -21,31 +23,45 @@ struct Received {
 }
 
 type Inbox = Arc<Mutex<Vec<Received>>>;
+/// The command lines a scripted server received, per session.
+type Log = Arc<Mutex<Vec<Vec<String>>>>;
 
-/// A scripted SMTP server: refuses recipients whose local part starts with "reject"; a
-/// name ending in "-x" offers XCLIENT (and answers it with a new greeting, as Postfix does).
+/// A scripted SMTP server: refuses recipients whose local part starts with "reject" (and
+/// with a two-line reply those starting with "multi"); a name ending in "-x" offers XCLIENT
+/// (and answers it with a new greeting, as Postfix does).
 fn smtp_server(name: &'static str) -> (SocketAddr, Inbox) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let inbox: Inbox = Arc::default();
-    let keep = Arc::clone(&inbox);
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let keep = Arc::clone(&keep);
-            std::thread::spawn(move || session(name, stream, &keep));
-        }
-    });
+    let (addr, inbox, _) = logged_smtp_server(name);
     (addr, inbox)
 }
 
-fn session(name: &str, stream: TcpStream, inbox: &Inbox) {
+fn logged_smtp_server(name: &'static str) -> (SocketAddr, Inbox, Log) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (inbox, log): (Inbox, Log) = (Arc::default(), Arc::default());
+    let (keep, keep_log) = (Arc::clone(&inbox), Arc::clone(&log));
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let (keep, keep_log) = (Arc::clone(&keep), Arc::clone(&keep_log));
+            std::thread::spawn(move || session(name, stream, &keep, &keep_log));
+        }
+    });
+    (addr, inbox, log)
+}
+
+fn session(name: &str, stream: TcpStream, inbox: &Inbox, log: &Log) {
     let mut w = stream.try_clone().unwrap();
     let _ = write!(w, "220 {name} ESMTP\r\n");
     let mut lines = BufReader::new(stream).lines().map_while(Result::ok);
     let mut msg =
         Received { from: String::new(), rcpts: Vec::new(), body: String::new(), xclient: String::new() };
     let mut xclient = String::new();
+    let index = {
+        let mut log = log.lock().unwrap();
+        log.push(Vec::new());
+        log.len() - 1
+    };
     while let Some(line) = lines.next() {
+        log.lock().unwrap()[index].push(line.clone());
         let upper = line.to_ascii_uppercase();
         let reply = if upper.starts_with("EHLO") && name.ends_with("-x") {
             format!("250-{name}\r\n250-PIPELINING\r\n250-XCLIENT ADDR NAME HELO\r\n250 8BITMIME")
@@ -68,6 +84,8 @@ fn session(name: &str, stream: TcpStream, inbox: &Inbox) {
             let rcpt = line[8..].trim().to_string();
             if rcpt.trim_start_matches('<').starts_with("reject") {
                 "550 5.1.1 no such user here".to_string()
+            } else if rcpt.trim_start_matches('<').starts_with("multi") {
+                "550-5.1.1 first line\r\n550 5.2.1 second line".to_string()
             } else {
                 msg.rcpts.push(rcpt);
                 "250 2.1.5 ok".to_string()
@@ -190,31 +208,86 @@ fn recipients_of_another_server_are_deferred_to_a_separate_transaction() {
 }
 
 #[test]
-fn a_recipient_the_server_rejects_is_not_silently_lost() {
+fn a_recipient_the_server_rejects_gets_its_answer_at_rcpt_and_the_other_is_delivered_at_once() {
     let ((eu, eu_inbox), (us, _)) = (smtp_server("eu"), smtp_server("us"));
     let (_switch, addr) = start(eu, us);
-    // The switch said 250 to both; the server refuses one: nothing is delivered, the
-    // client is told to retry (451) and keeps the message.
-    let first =
-        smtp_client(addr, "send('alice@x.example', ['ok@eu.example', 'reject-me@eu.example'], 'once')");
-    assert!(first.contains("DATA-ERROR 451"), "{first}");
-    assert!(eu_inbox.lock().unwrap().is_empty(), "nothing half-delivered");
-    // The retry: the refused recipient now gets the server's 550 at RCPT, the other is
-    // delivered.
-    let retry =
-        smtp_client(addr, "send('alice@x.example', ['ok@eu.example', 'reject-me@eu.example'], 'once')");
-    assert!(retry.contains("'reject-me@eu.example': (550"), "{retry}");
+    let out = smtp_client(addr, "send('alice@x.example', ['ok@eu.example', 'reject-me@eu.example'], 'once')");
+    assert!(
+        out.contains("REFUSED-RCPTS {'reject-me@eu.example': (550, b'5.1.1 no such user here')}"),
+        "{out}"
+    );
     let eu_mail = eu_inbox.lock().unwrap().clone();
-    assert_eq!(eu_mail.len(), 1);
+    assert_eq!(eu_mail.len(), 1, "delivered on the first attempt");
     assert_eq!(eu_mail[0].rcpts, ["<ok@eu.example>"]);
+    assert!(eu_mail[0].body.contains("once"));
 }
 
 #[test]
-fn a_server_that_is_down_gets_a_temporary_failure_and_loses_nothing() {
+fn a_server_that_is_down_gets_a_temporary_failure_at_rcpt_and_loses_nothing() {
     let (eu, _) = smtp_server("eu");
-    let (_switch, addr) = start(eu, dead_addr());
-    let out = smtp_client(addr, "send('alice@x.example', ['carol@us.example'], 'lost?')");
-    assert!(out.contains("DATA-ERROR 451"), "{out}");
+    let (switch, addr) = start(eu, dead_addr());
+    let out = smtp_client(addr, "send('alice@x.example', ['carol@us.example', 'dave@us.example'], 'lost?')");
+    assert!(out.contains("ALL-RCPTS-REFUSED [('carol@us.example', 451), ('dave@us.example', 451)]"), "{out}");
+    assert_eq!(switch.stats().get(proxy::Counter::ConnectFailed), 1, "counted, and tried once");
+}
+
+#[test]
+fn pipelined_recipients_get_the_servers_own_answers_in_order() {
+    let ((eu, eu_inbox), (us, us_inbox)) = (smtp_server("eu"), smtp_server("us"));
+    let (_switch, addr) = start(eu, us);
+    let (mut c, mut r) = raw_client(addr);
+    c.write_all(
+        b"EHLO client.example\r\nMAIL FROM:<a@x.example>\r\nRCPT TO:<b@eu.example>\r\n\
+          RCPT TO:<multi@eu.example>\r\nRCPT TO:<c@us.example>\r\nRCPT TO:<reject@eu.example>\r\nDATA\r\n",
+    )
+    .unwrap();
+    let lines = read_until(&mut r, "354");
+    assert_eq!(
+        lines[lines.len() - 7..],
+        [
+            "250 2.1.0 Ok",
+            "250 2.1.5 ok",
+            "550-5.1.1 first line",
+            "550 5.2.1 second line",
+            "451 4.3.0 send this recipient in a separate transaction",
+            "550 5.1.1 no such user here",
+            "354 go ahead",
+        ]
+    );
+    c.write_all(b"Subject: p\r\n\r\npipelined\r\n.\r\nQUIT\r\n").unwrap();
+    let rest = read_until(&mut r, "221");
+    assert_eq!(rest, ["250 2.0.0 queued at eu", "221 bye"]);
+    assert_eq!(eu_inbox.lock().unwrap()[0].rcpts, ["<b@eu.example>"]);
+    assert!(us_inbox.lock().unwrap().is_empty());
+}
+
+#[test]
+fn rset_after_the_server_was_chosen_ends_that_server_session_with_quit() {
+    let (eu, eu_inbox, log) = logged_smtp_server("eu");
+    let (us, _) = smtp_server("us");
+    let (_switch, addr) = start(eu, us);
+    let (mut c, mut r) = raw_client(addr);
+    c.write_all(b"EHLO client.example\r\nMAIL FROM:<a@x.example>\r\nRCPT TO:<b@eu.example>\r\nRSET\r\n")
+        .unwrap();
+    let lines = read_until(&mut r, "250 2.0.0");
+    assert_eq!(lines[lines.len() - 3..], ["250 2.1.0 Ok", "250 2.1.5 ok", "250 2.0.0 Ok"]);
+    c.write_all(b"MAIL FROM:<a@x.example>\r\nRCPT TO:<d@eu.example>\r\nDATA\r\n").unwrap();
+    assert_eq!(read_until(&mut r, "354"), ["250 2.1.0 Ok", "250 2.1.5 ok", "354 go ahead"]);
+    c.write_all(b"Subject: again\r\n\r\nsecond\r\n.\r\nQUIT\r\n").unwrap();
+    read_until(&mut r, "221");
+    assert_eq!(eu_inbox.lock().unwrap()[0].rcpts, ["<d@eu.example>"]);
+    // The server thread logs what it reads on its own time: wait a little for it.
+    let first_session = ["EHLO client.example", "MAIL FROM:<a@x.example>", "RCPT TO:<b@eu.example>", "QUIT"];
+    for _ in 0..100 {
+        if log.lock().unwrap()[0] == first_session {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let log = log.lock().unwrap().clone();
+    assert_eq!(log.len(), 2, "a second server session for the second transaction: {log:?}");
+    assert_eq!(log[0], first_session, "the first server session ended with QUIT");
+    assert!(log[1].contains(&"RCPT TO:<d@eu.example>".to_string()), "{log:?}");
 }
 
 #[test]
@@ -229,6 +302,33 @@ fn two_transactions_in_one_session_are_both_delivered() {
     let eu_mail = eu_inbox.lock().unwrap().clone();
     assert_eq!(eu_mail.len(), 2, "{eu_mail:?}");
     assert!(eu_mail[1].body.contains("second"));
+}
+
+/// A raw connection to the switch, its greeting read.
+fn raw_client(addr: SocketAddr) -> (TcpStream, BufReader<TcpStream>) {
+    let c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    let mut r = BufReader::new(c.try_clone().unwrap());
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.starts_with("220 "), "{line}");
+    (c, r)
+}
+
+/// Reply lines (without CRLF) up to and including the first that starts with `last `.
+fn read_until(r: &mut BufReader<TcpStream>, last: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert!(!line.is_empty(), "closed after {lines:?}");
+        let line = line.trim_end().to_string();
+        let done = line.starts_with(last) && line.as_bytes().get(3) == Some(&b' ');
+        lines.push(line);
+        if done {
+            return lines;
+        }
+    }
 }
 
 #[test]
@@ -386,14 +486,29 @@ fn real_aiosmtpd_servers_receive_the_routed_mail() {
     let got = eu.next_message();
     assert!(got.contains("\"from\": \"alice@x.example\"") && got.contains("bob@eu.example"), "{got}");
     assert!(got.contains("to a real eu server"), "{got}");
-    // A recipient aiosmtpd refuses: DATA gets 451, nothing is delivered; the retry delivers
-    // the good recipient and the bad one gets the server's 550 at RCPT.
-    let out =
-        smtp_client(addr, "send('alice@x.example', ['carol@us.example', 'reject-x@us.example'], 'retry me')");
-    assert!(out.contains("DATA-ERROR 451"), "{out}");
-    let out =
-        smtp_client(addr, "send('alice@x.example', ['carol@us.example', 'reject-x@us.example'], 'retry me')");
-    assert!(out.contains("'reject-x@us.example': (550"), "{out}");
+    // A recipient aiosmtpd refuses (issue 18 item 10): the client learns each recipient's
+    // fate at RCPT time, and the good one is delivered on the first attempt.
+    let out = smtp_client(
+        addr,
+        "s.ehlo()\n\
+         print('MAIL', s.mail('alice@x.example'))\n\
+         print('RCPT1', s.rcpt('carol@us.example'))\n\
+         print('RCPT2', s.rcpt('reject-x@us.example'))\n\
+         print('DATA', s.data('Subject: t\\r\\n\\r\\nfirst attempt'))",
+    );
+    assert!(out.contains("MAIL (250, b'2.1.0 Ok')"), "{out}");
+    assert!(out.contains("RCPT1 (250, b'2.1.5 OK')"), "{out}");
+    assert!(out.contains("RCPT2 (550, b'5.1.1 no such user here')"), "{out}");
+    assert!(out.contains("DATA (250, b'2.0.0 queued at us')"), "{out}");
     let got = us.next_message();
-    assert!(got.contains("carol@us.example") && !got.contains("reject-x"), "{got}");
+    assert!(got.contains("\"rcpts\": [\"carol@us.example\"]") && !got.contains("reject-x"), "{got}");
+    assert!(got.contains("first attempt"), "{got}");
+    // The same through sendmail: the refused recipient is reported, the other delivered.
+    let out =
+        smtp_client(addr, "send('alice@x.example', ['carol@us.example', 'reject-x@us.example'], 'again')");
+    assert!(
+        out.contains("REFUSED-RCPTS {'reject-x@us.example': (550, b'5.1.1 no such user here')}"),
+        "{out}"
+    );
+    assert!(us.next_message().contains("again"));
 }

@@ -1,9 +1,10 @@
-//! What one transaction collects: the envelope the rules route on and the replay re-sends.
+//! What one transaction collects before its server is chosen: what the replay re-sends.
 
 use super::path::{parse_params, Mailbox};
 use super::reply::Reply;
 
-/// The envelope of one transaction, as the switch accepted it.
+/// The start of one transaction, as the switch accepted it: what precedes the first routed
+/// recipient. The recipients are not in it: each is answered by the server itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Envelope {
     /// The client's EHLO / HELO name (rule field `smtp.helo`).
@@ -14,8 +15,6 @@ pub struct Envelope {
     pub from: Option<Mailbox>,
     /// The MAIL parameters the switch accepted.
     pub params: MailParams,
-    /// The recipients the switch answered 250, in order.
-    pub rcpts: Vec<Mailbox>,
 }
 
 /// The MAIL FROM parameters the switch offers (RFC 1870 SIZE, RFC 6152 8BITMIME).

@@ -53,20 +53,21 @@ pub enum Event {
         /// Its parameters.
         params: MailParams,
     },
-    /// RCPT TO, syntax checked and within `max_recipients`: answer with
-    /// [`Front::accept_rcpt`](super::Front::accept_rcpt),
-    /// [`Front::reject_rcpt`](super::Front::reject_rcpt) or
+    /// RCPT TO, syntax checked and within `max_recipients`: answer with the server's reply
+    /// ([`Front::answer_rcpt`](super::Front::answer_rcpt)),
+    /// [`Front::reject_rcpt`](super::Front::reject_rcpt) (a rule's `deny`) or
     /// [`Front::defer_rcpt`](super::Front::defer_rcpt).
     Rcpt {
         /// The recipient.
         to: Mailbox,
     },
-    /// DATA with at least one accepted recipient: connect to the server, run a
-    /// [`Replay`](super::Replay) on [`Front::envelope`](super::Front::envelope), then either
-    /// [`Front::tunnel`](super::Front::tunnel) or
-    /// [`Front::data_failed`](super::Front::data_failed).
+    /// DATA with at least one recipient the server accepted: send DATA on the transaction's
+    /// [`Replay`](super::Replay), then either [`Front::tunnel`](super::Front::tunnel) or
+    /// [`Front::data_failed`](super::Front::data_failed). (DATA without one is answered
+    /// 554 5.5.1 by the front.)
     Data,
-    /// RSET, already answered: the transaction (and any routing decision for it) is over.
+    /// RSET, already answered: the transaction (and any routing decision and server
+    /// connection for it) is over.
     Reset,
     /// STARTTLS, answered 220: flush the output, run the TLS handshake, then feed the
     /// decrypted bytes. Buffered plaintext was discarded and the client must EHLO again.

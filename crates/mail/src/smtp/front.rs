@@ -1,10 +1,11 @@
-//! The client-facing SMTP dialogue up to DATA: the switch's own greeting and replies.
+//! The client-facing SMTP dialogue up to DATA: the switch's own greeting and replies, and
+//! the server's answers the caller passes on.
 //!
 //! Commands are handled strictly one at a time, in order. A command the caller must decide
-//! (MAIL, RCPT, DATA) stops processing until the caller answers it, and every command the
-//! client pipelined behind it (RFC 2920) waits in the input buffer, so replies always leave
-//! in command order however the bytes were split. The per-command handlers are in
-//! `front/commands.rs`.
+//! (MAIL, RCPT, DATA) stops processing until the caller answers it (for a RCPT, perhaps
+//! after asking the server), and every command the client pipelined behind it (RFC 2920)
+//! waits in the input buffer, so replies always leave in command order however the bytes
+//! were split. The per-command handlers are in `front/commands.rs`.
 
 mod commands;
 
@@ -31,6 +32,7 @@ pub struct Front {
     /// The HELO name and whether it came with EHLO.
     helo: Option<(String, bool)>,
     mail: Option<(Option<Mailbox>, MailParams)>,
+    /// The recipients the server accepted.
     rcpts: Vec<Mailbox>,
     /// Some RCPT was answered in this transaction (DATA then says "no valid recipients"
     /// rather than "need RCPT").
@@ -104,18 +106,25 @@ impl Front {
         say(out, refusal_code(code), &printable(text));
     }
 
-    /// Accepts the pending RCPT: 250; it joins [`Front::envelope`].
-    pub fn accept_rcpt(&mut self, out: &mut Vec<u8>) {
-        if let Pending::Rcpt(to) = std::mem::replace(&mut self.pending, Pending::None) {
+    /// Answers the pending RCPT with the server's reply, passed on verbatim (every line, its
+    /// enhanced codes and text; a code that is neither 2xx nor 4xx/5xx becomes 550). A 2xx
+    /// adds the recipient to [`Front::rcpts`].
+    pub fn answer_rcpt(&mut self, reply: &Reply, out: &mut Vec<u8>) {
+        let Pending::Rcpt(to) = std::mem::replace(&mut self.pending, Pending::None) else {
+            debug_assert!(false, "answer_rcpt without a pending RCPT");
+            return;
+        };
+        let mut reply = reply.clone();
+        if (200..300).contains(&reply.code) {
             self.rcpts.push(to);
-            say(out, 250, "2.1.5 Ok");
         } else {
-            debug_assert!(false, "accept_rcpt without a pending RCPT");
+            reply.code = refusal_code(reply.code);
         }
+        reply.write_to(out);
     }
 
     /// Refuses the pending RCPT with `code` (4xx/5xx; anything else becomes 550) and
-    /// `text` (a rule's `deny` text, or a cached server refusal).
+    /// `text` (a rule's `deny` text).
     pub fn reject_rcpt(&mut self, code: u16, text: &str, out: &mut Vec<u8>) {
         debug_assert!(matches!(self.pending, Pending::Rcpt(_)), "reject_rcpt without RCPT");
         self.pending = Pending::None;
@@ -128,9 +137,9 @@ impl Front {
         self.reject_rcpt(451, "4.3.0 send this recipient in a separate transaction", out);
     }
 
-    /// The replay did not reach DATA: answers the client's DATA with `reply` (from
+    /// The server did not take DATA: answers the client's DATA with `reply` (from
     /// [`super::Outcome::Refused`]), ends the transaction (the caller forgets its routing
-    /// decision for it, as on [`Event::Reset`]) and goes on with the session.
+    /// decision and its server for it, as on [`Event::Reset`]) and goes on with the session.
     pub fn data_failed(&mut self, reply: &Reply, out: &mut Vec<u8>) {
         debug_assert!(matches!(self.pending, Pending::Data), "data_failed without DATA");
         self.pending = Pending::None;
@@ -151,7 +160,12 @@ impl Front {
     pub fn envelope(&self) -> Option<Envelope> {
         let (helo, esmtp) = self.helo.clone()?;
         let (from, params) = self.mail.clone()?;
-        Some(Envelope { helo, esmtp, from, params, rcpts: self.rcpts.clone() })
+        Some(Envelope { helo, esmtp, from, params })
+    }
+
+    /// The recipients of the current transaction the server accepted, in order.
+    pub fn rcpts(&self) -> &[Mailbox] {
+        &self.rcpts
     }
 
     /// The client's EHLO / HELO name, once given.

@@ -1,8 +1,7 @@
-//! What a replay is configured with and how it ends.
+//! What a replay is configured with and what it hands back.
 
 use std::net::SocketAddr;
 
-use super::path::Mailbox;
 use super::reply::Reply;
 use crate::ServerError;
 
@@ -32,39 +31,32 @@ pub struct ClientInfo {
     pub name: Option<String>,
 }
 
-/// How a replay ended.
+/// What the server said to the command the replay is waiting on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// The server accepted every recipient and answered DATA with 354. Write `to_client`
-    /// (that 354) to the client, then [`super::Front::tunnel`]'s bytes to the server, and
-    /// tunnel both ways from here on.
+    /// The server's reply to the RCPT being relayed (the first one, after the replay of
+    /// what precedes it, or a later one sent with [`super::Replay::rcpt`]): 2xx, or a
+    /// 4xx / 5xx refusal other than 421. Pass it to the client as it is
+    /// ([`super::Front::answer_rcpt`]); the server waits for the next RCPT or DATA.
+    Rcpt(Reply),
+    /// The server answered DATA with 354. Write `to_client` (that 354) to the client, then
+    /// [`super::Front::tunnel`]'s bytes to the server, and tunnel both ways from here on.
     Tunnel {
         /// The server's 354 reply, and anything it sent after it.
         to_client: Vec<u8>,
     },
-    /// The transaction cannot go on. Answer the client's DATA with `reply` through
-    /// [`super::Front::data_failed`]; QUIT was written for the server, which can be closed
-    /// once it is flushed. Record `refused` in a [`super::RefusalCache`].
+    /// The server cannot be used for this transaction any more. `reply` answers the
+    /// client's pending command (the RCPT being relayed, or DATA) with a code valid for it;
+    /// QUIT was written for the server, which can be closed once it is flushed.
     Refused {
-        /// The answer to the client's DATA.
+        /// The answer to the client's RCPT or DATA.
         reply: Reply,
-        /// Recipients the switch had accepted and the server refused, with its replies.
-        refused: Vec<Refusal>,
         /// What went wrong, for the log.
         cause: Cause,
     },
 }
 
-/// A recipient the server refused after the switch had answered it 250.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Refusal {
-    /// The recipient.
-    pub rcpt: Mailbox,
-    /// The server's reply to its RCPT.
-    pub reply: Reply,
-}
-
-/// Why a replay did not reach DATA.
+/// Why a replay gave up on its server.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Cause {
     /// The greeting was not 220.
@@ -77,10 +69,10 @@ pub enum Cause {
     EightBit,
     /// MAIL FROM was refused.
     Sender(Reply),
-    /// Some or all recipients were refused (`refused`).
-    Recipients,
+    /// The server answered a RCPT with 421: it is closing the connection.
+    Closing(Reply),
     /// DATA was refused.
     Data(Reply),
-    /// No server could be reached, or it closed or went silent before DATA.
+    /// No server could be reached, or it closed or went silent.
     Unreachable(String),
 }

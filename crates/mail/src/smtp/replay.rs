@@ -1,16 +1,20 @@
-//! The server-facing SMTP dialogue: replays what the front accepted, up to the server's 354.
+//! The server-facing SMTP dialogue: replays what precedes the choice of server, then relays
+//! each later command live.
 //!
 //! Greeting → EHLO with the client's name (HELO if EHLO is refused) → XCLIENT when offered
-//! and enabled (the server then greets again and wants a new EHLO) → MAIL → each RCPT →
-//! DATA. MAIL and the RCPTs go in one write when the server offers PIPELINING; DATA never
-//! does: it is sent only once every recipient is accepted, because a server's 354 cannot be
-//! taken back (see the policy in [`super`]).
+//! and enabled (the server then greets again and wants a new EHLO) → MAIL → the RCPT that
+//! chose this server, whose reply is the first [`Outcome::Rcpt`]. MAIL and that RCPT go in
+//! one write when the server offers PIPELINING. From then on the replay is idle between
+//! commands: the caller sends each later recipient ([`Replay::rcpt`]) and DATA
+//! ([`Replay::data`]) one at a time, and each reply comes back as an [`Outcome`]. Lock-step
+//! costs one round trip to the server per recipient, but the client's pipelined commands are
+//! answered strictly in order by construction, and every answer the client gets is the
+//! server's own.
 
-use std::collections::VecDeque;
 use std::net::IpAddr;
 
 use super::envelope::{Body, Envelope};
-use super::outcome::{Cause, ClientInfo, Outcome, Refusal, ReplayConfig};
+use super::outcome::{Cause, ClientInfo, Outcome, ReplayConfig};
 use super::path::Mailbox;
 use super::policy;
 use super::reply::{Reply, ReplyReader};
@@ -19,18 +23,20 @@ use crate::ServerError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
     Greeting,
-    Ehlo { again: bool },
+    Ehlo {
+        again: bool,
+    },
     Helo,
     Xclient,
-    Envelope,
+    /// MAIL sent; the first RCPT too when `rcpt_sent` (PIPELINING).
+    Mail {
+        rcpt_sent: bool,
+    },
+    Rcpt,
+    /// Waiting for the caller's next command.
+    Idle,
     Data,
     Done,
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Sent {
-    Mail,
-    Rcpt(usize),
 }
 
 /// What the server offered in its EHLO reply.
@@ -43,41 +49,30 @@ struct Caps {
     xclient: Option<Vec<String>>,
 }
 
-/// The server side of an SMTP session until DATA.
+/// The server side of one SMTP transaction, from the greeting to DATA's 354.
 #[derive(Debug)]
 pub struct Replay {
     cfg: ReplayConfig,
     env: Envelope,
+    first: Mailbox,
     client: Option<ClientInfo>,
     reader: ReplyReader,
     step: Step,
     caps: Caps,
-    awaiting: VecDeque<Sent>,
-    next_rcpt: usize,
-    refused: Vec<Refusal>,
 }
 
 impl Replay {
-    /// A replay of `env` (from [`super::Front::envelope`]) that waits for the greeting.
-    pub fn new(cfg: ReplayConfig, mut env: Envelope, client: Option<ClientInfo>) -> Replay {
+    /// A replay of `env` (from [`super::Front::envelope`]) and of `first`, the recipient
+    /// that chose the server, that waits for the greeting.
+    pub fn new(cfg: ReplayConfig, mut env: Envelope, first: Mailbox, client: Option<ClientInfo>) -> Replay {
         // The fields are public: never let a caller's value break a command line.
         env.helo.retain(|c| !c.is_control() && c != ' ');
         let reader = ReplyReader::new(cfg.max_line, cfg.max_lines);
-        Replay {
-            cfg,
-            env,
-            client,
-            reader,
-            step: Step::Greeting,
-            caps: Caps::default(),
-            awaiting: VecDeque::new(),
-            next_rcpt: 0,
-            refused: Vec::new(),
-        }
+        Replay { cfg, env, first, client, reader, step: Step::Greeting, caps: Caps::default() }
     }
 
     /// Takes bytes from the server and writes the commands to send it to `out`; returns
-    /// the outcome once there is one (and `None` ever after).
+    /// the server's answer to the pending command once it is complete.
     pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Option<Outcome> {
         if self.step == Step::Done {
             return None;
@@ -89,10 +84,47 @@ impl Replay {
                 Ok(None) => return None,
                 Err(e) => return Some(self.refuse(policy::unavailable(), Cause::Protocol(e), out)),
             };
-            if let Some(outcome) = self.on_reply(reply, out) {
-                return Some(outcome);
+            match self.on_reply(reply, out) {
+                // In lock-step nothing may follow the reply to the one command in flight.
+                Some(Outcome::Rcpt(_)) if !self.reader.is_empty() => {
+                    let e = ServerError::Malformed("a reply nobody asked for".to_string());
+                    return Some(self.refuse(policy::unavailable(), Cause::Protocol(e), out));
+                }
+                Some(outcome) => return Some(outcome),
+                None => {}
             }
         }
+    }
+
+    /// Relays a later recipient of the transaction; its reply comes from [`Replay::feed`].
+    /// Only after an [`Outcome::Rcpt`].
+    pub fn rcpt(&mut self, to: &Mailbox, out: &mut Vec<u8>) {
+        debug_assert_eq!(self.step, Step::Idle, "rcpt while a command is in flight");
+        out.extend_from_slice(format!("RCPT TO:{}\r\n", to.to_path()).as_bytes());
+        self.step = Step::Rcpt;
+    }
+
+    /// Sends DATA; the server's 354 comes from [`Replay::feed`] as [`Outcome::Tunnel`].
+    /// Only after an [`Outcome::Rcpt`] that accepted a recipient.
+    pub fn data(&mut self, out: &mut Vec<u8>) {
+        debug_assert_eq!(self.step, Step::Idle, "data while a command is in flight");
+        out.extend_from_slice(b"DATA\r\n");
+        self.step = Step::Data;
+    }
+
+    /// Ends the session with the server (the client reset or ended the transaction): QUIT,
+    /// unless it was already written.
+    pub fn quit(&mut self, out: &mut Vec<u8>) {
+        if self.step != Step::Done {
+            self.step = Step::Done;
+            out.extend_from_slice(b"QUIT\r\n");
+        }
+    }
+
+    /// The caller could not reach a server, or the server closed or went silent: the
+    /// client's pending RCPT or DATA gets 451 4.4.0 (it keeps the message and retries).
+    pub fn server_gone(&mut self, why: &str, out: &mut Vec<u8>) -> Outcome {
+        self.refuse(policy::unavailable(), Cause::Unreachable(why.to_string()), out)
     }
 
     fn on_reply(&mut self, reply: Reply, out: &mut Vec<u8>) -> Option<Outcome> {
@@ -126,7 +158,27 @@ impl Replay {
             }
             // Refused (not an authorized XCLIENT host): go on without it.
             Step::Xclient => self.start_envelope(out),
-            Step::Envelope => self.envelope_reply(reply, out),
+            // The client's MAIL was answered 250 by the switch long ago; what is pending now
+            // is its RCPT, so the sender's refusal answers that (and every later recipient
+            // for this server, see the policy in `super`).
+            Step::Mail { .. } if !reply.is_positive() => {
+                Some(self.refuse(policy::for_rcpt(&reply), Cause::Sender(reply), out))
+            }
+            Step::Mail { rcpt_sent: true } => {
+                self.step = Step::Rcpt;
+                None
+            }
+            Step::Mail { rcpt_sent: false } => {
+                let first = self.first.clone();
+                self.step = Step::Idle;
+                self.rcpt(&first, out);
+                None
+            }
+            Step::Rcpt => self.rcpt_reply(reply, out),
+            Step::Idle => {
+                let e = ServerError::Malformed(format!("unasked: {}", reply.text()));
+                Some(self.refuse(policy::unavailable(), Cause::Protocol(e), out))
+            }
             Step::Data if reply.code == 354 => {
                 self.step = Step::Done;
                 let mut to_client = reply.to_bytes();
@@ -135,6 +187,22 @@ impl Replay {
             }
             Step::Data => Some(self.refuse(policy::for_data(&reply), Cause::Data(reply), out)),
             Step::Done => None,
+        }
+    }
+
+    /// A RCPT's reply goes to the client as it is, except a 421: the server is closing, and
+    /// the client must not read that as the switch closing its own connection.
+    fn rcpt_reply(&mut self, reply: Reply, out: &mut Vec<u8>) -> Option<Outcome> {
+        match reply.code {
+            421 => Some(self.refuse(policy::for_rcpt(&reply), Cause::Closing(reply), out)),
+            200..=299 | 400..=599 => {
+                self.step = Step::Idle;
+                Some(Outcome::Rcpt(reply))
+            }
+            _ => {
+                let e = ServerError::Malformed(format!("RCPT answered {}", reply.code));
+                Some(self.refuse(policy::unavailable(), Cause::Protocol(e), out))
+            }
         }
     }
 
@@ -171,66 +239,22 @@ impl Replay {
     fn start_envelope(&mut self, out: &mut Vec<u8>) -> Option<Outcome> {
         if self.env.params.body == Some(Body::EightBitMime) && !self.caps.eight_bit {
             let reply = Reply::new(554, "5.6.3 The mail server cannot take 8-bit messages");
-            return Some(self.refuse(reply, Cause::EightBit, out));
+            return Some(self.refuse(policy::for_rcpt(&reply), Cause::EightBit, out));
         }
-        self.step = Step::Envelope;
         let from = self.env.from.as_ref().map_or_else(|| "<>".to_string(), Mailbox::to_path);
         let params = self.env.params.to_wire(self.caps.size, self.caps.eight_bit);
         out.extend_from_slice(format!("MAIL FROM:{from}{params}\r\n").as_bytes());
-        self.awaiting.push_back(Sent::Mail);
-        while self.caps.pipelining && self.next_rcpt < self.env.rcpts.len() {
-            self.send_rcpt(out);
+        self.step = Step::Mail { rcpt_sent: self.caps.pipelining };
+        if self.caps.pipelining {
+            out.extend_from_slice(format!("RCPT TO:{}\r\n", self.first.to_path()).as_bytes());
         }
         None
-    }
-
-    fn send_rcpt(&mut self, out: &mut Vec<u8>) {
-        let path = self.env.rcpts[self.next_rcpt].to_path();
-        out.extend_from_slice(format!("RCPT TO:{path}\r\n").as_bytes());
-        self.awaiting.push_back(Sent::Rcpt(self.next_rcpt));
-        self.next_rcpt += 1;
-    }
-
-    fn envelope_reply(&mut self, reply: Reply, out: &mut Vec<u8>) -> Option<Outcome> {
-        match self.awaiting.pop_front() {
-            Some(Sent::Mail) if !reply.is_positive() => {
-                return Some(self.refuse(policy::for_data(&reply), Cause::Sender(reply), out));
-            }
-            Some(Sent::Mail) => {}
-            Some(Sent::Rcpt(i)) if !reply.is_positive() => {
-                self.refused.push(Refusal { rcpt: self.env.rcpts[i].clone(), reply });
-            }
-            Some(Sent::Rcpt(_)) => {}
-            None => {
-                let e = ServerError::Malformed(reply.text());
-                return Some(self.refuse(policy::unavailable(), Cause::Protocol(e), out));
-            }
-        }
-        if !self.caps.pipelining && self.awaiting.is_empty() && self.next_rcpt < self.env.rcpts.len() {
-            self.send_rcpt(out);
-        }
-        if !self.awaiting.is_empty() || self.next_rcpt < self.env.rcpts.len() {
-            return None;
-        }
-        if self.refused.is_empty() {
-            out.extend_from_slice(b"DATA\r\n");
-            self.step = Step::Data;
-            return None;
-        }
-        let reply = policy::refused_recipients(&self.refused, self.env.rcpts.len());
-        Some(self.refuse(reply, Cause::Recipients, out))
-    }
-
-    /// The caller could not reach a server, or the server closed or went silent before the
-    /// outcome: the client's DATA gets 451 4.4.0 (it keeps the message and retries).
-    pub fn server_gone(&mut self, why: &str, out: &mut Vec<u8>) -> Outcome {
-        self.refuse(policy::unavailable(), Cause::Unreachable(why.to_string()), out)
     }
 
     fn refuse(&mut self, reply: Reply, cause: Cause, out: &mut Vec<u8>) -> Outcome {
         self.step = Step::Done;
         out.extend_from_slice(b"QUIT\r\n");
-        Outcome::Refused { reply, refused: std::mem::take(&mut self.refused), cause }
+        Outcome::Refused { reply, cause }
     }
 }
 

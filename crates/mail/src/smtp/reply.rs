@@ -123,6 +123,11 @@ impl ReplyReader {
         }
     }
 
+    /// Nothing is buffered: no reply, nor part of one, waits to be read.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.partial.is_none() && self.lines.buffered() == 0
+    }
+
     /// Bytes after the last reply read (a server that talks before it is asked).
     pub(crate) fn take_rest(&mut self) -> Vec<u8> {
         self.lines.take_rest()

@@ -56,11 +56,12 @@ driver!(run_smtp, smtp::Front, smtp::Event);
 driver!(run_pop3, pop3::Front, pop3::Event);
 driver!(run_imap, imap::Front, imap::Event);
 
-/// The plain caller: accepts every MAIL and RCPT, stops at DATA.
+/// The plain caller: accepts every MAIL, answers every RCPT as a server that takes it,
+/// stops at DATA.
 pub fn accept_all(event: &smtp::Event, front: &mut smtp::Front, out: &mut Vec<u8>) -> Flow {
     match event {
         smtp::Event::Mail { .. } => front.accept_mail(out),
-        smtp::Event::Rcpt { .. } => front.accept_rcpt(out),
+        smtp::Event::Rcpt { .. } => front.answer_rcpt(&smtp::Reply::new(250, "2.1.5 Ok"), out),
         smtp::Event::Data => return Flow::Stop,
         _ => {}
     }

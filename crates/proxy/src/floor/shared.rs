@@ -7,7 +7,6 @@ use crate::floor::live::ListenerLive;
 use crate::floor::snapshot::Snapshot;
 use crate::floor::stats::Stats;
 use crate::floor::tables::last_server::LastServer;
-use crate::floor::tables::smtp_refusals::Refusals;
 use crate::floor::tables::sticky_ip::StickyIp;
 use crate::floor::tables::tls_sessions::TlsSessions;
 use arc_swap::ArcSwap;
@@ -31,8 +30,6 @@ pub struct Shared {
     pub sticky_ip: StickyIp,
     /// The last server each client address used (pre-allocation).
     pub last_server: LastServer,
-    /// Recipients SMTP servers refused after the switch had accepted them.
-    pub smtp_refusals: Refusals,
     /// TLS session IDs servers issued → server (passthrough listeners).
     pub tls_sessions: TlsSessions,
     /// Bumped whenever the health control loop changes an effective weight: schedulers

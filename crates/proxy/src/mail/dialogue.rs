@@ -52,9 +52,11 @@ pub trait Replay {
     fn server_gone(&mut self, why: &str, out: &mut Vec<u8>) -> Self::Outcome;
 }
 
-/// Runs `replay` against `server` until it has an outcome; silence for `server_response`,
-/// a close or a failed write ends it through [`Replay::server_gone`].
+/// Runs `replay` against `server` until it has an outcome; silence for `server_response`
+/// (counted `server_timeout`), a close or a failed write (`server_aborted`) ends it through
+/// [`Replay::server_gone`].
 pub async fn converse<R: Replay>(
+    worker: &Worker,
     snap: &Snapshot,
     server: &mut TcpStream,
     sbuf: &mut IoBuf,
@@ -64,14 +66,15 @@ pub async fn converse<R: Replay>(
     let mut to_server = Vec::new();
     loop {
         sbuf.clear();
-        let why = match read_some(server, sbuf, deadline).await {
-            Ok(0) => "the server closed the connection",
+        let (why, counter) = match read_some(server, sbuf, deadline).await {
+            Ok(0) => ("the server closed the connection", Counter::ServerAborted),
             Ok(_) => {
                 let ended = replay.feed(sbuf.filled(), &mut to_server);
                 if !to_server.is_empty() {
                     let sent = write_all_parts(server, &[&to_server], deadline).await;
                     to_server.clear();
                     if sent.is_err() && ended.is_none() {
+                        worker.shared.stats.inc(Counter::ServerAborted);
                         return replay.server_gone("could not write to the server", &mut to_server);
                     }
                 }
@@ -80,9 +83,10 @@ pub async fn converse<R: Replay>(
                     None => continue,
                 }
             }
-            Err(IoFail::Timeout) => "the server did not answer in time",
-            Err(IoFail::Io) => "the server connection failed",
+            Err(IoFail::Timeout) => ("the server did not answer in time", Counter::ServerTimeout),
+            Err(IoFail::Io) => ("the server connection failed", Counter::ServerAborted),
         };
+        worker.shared.stats.inc(counter);
         return replay.server_gone(why, &mut to_server);
     }
 }

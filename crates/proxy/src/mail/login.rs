@@ -117,7 +117,7 @@ async fn log_in<'s>(ctx: &Ctx<'s>, fields: &LoginFields, mut replay: Replay) -> 
         return LoginEnd::Refused(to_client(gone));
     };
     let mut sbuf = worker.bufs.take();
-    let outcome = converse(snap, &mut up.stream, &mut sbuf, &mut replay).await;
+    let outcome = converse(worker, snap, &mut up.stream, &mut sbuf, &mut replay).await;
     worker.bufs.give(sbuf);
     match outcome {
         Outcome::LoggedIn { to_client } => LoginEnd::LoggedIn { to_client, group: d.group, up },

@@ -1,14 +1,22 @@
 //! The SMTP listener (seed 000 §4.4): the switch speaks the start of the dialogue itself
-//! (`mail::smtp::Front`: greeting, EHLO, MAIL, RCPT, pipelining), lets the rules judge the
-//! sender (`smtp.mail_from…`: a `deny` answers 550) and route each recipient
-//! (`smtp.rcpt_to…`), and at DATA connects to the chosen server and replays the envelope
-//! (`mail::smtp::Replay`, with XCLIENT when offered). Then it tunnels. A recipient that
-//! would go to another server than the transaction's first gets 451 (the client sends it in
-//! a separate transaction); recipients the server refused after the switch said 250 are
-//! handled by the replay's policy and remembered in the listener's refusal cache.
+//! (`mail::smtp::Front`: greeting, EHLO, MAIL, pipelining), lets the rules judge the sender
+//! (`smtp.mail_from…`: a `deny` answers 550) and route each recipient (`smtp.rcpt_to…`).
+//! The first recipient that routes to a group chooses the transaction's server: the switch
+//! connects and replays what precedes the choice (`mail::smtp::Replay`: greeting, EHLO,
+//! XCLIENT when offered, MAIL) and that RCPT, and the server's reply is the client's
+//! answer. Later recipients for the same group are relayed to that server live and its
+//! replies passed back verbatim; recipients for another group get 451 (the client sends them
+//! in a separate transaction). DATA goes to the server, and after its 354 the session is a
+//! tunnel.
+//!
+//! One server connection per transaction: when the transaction ends without DATA (RSET,
+//! EHLO, a refused DATA) the switch sends the server QUIT and closes, and the next
+//! transaction routes afresh. Keeping the connection (with RSET) would only help a next
+//! transaction routed to the same group, would hold an idle server connection between
+//! transactions, and clients rarely RSET except after a failure.
 
 use crate::floor::io::write_all_parts;
-use crate::floor::snapshot::{ListenerRt, Snapshot};
+use crate::floor::snapshot::Snapshot;
 use crate::floor::stats::Counter;
 use crate::floor::stream::ClientStream;
 use crate::floor::worker::Worker;
@@ -17,19 +25,42 @@ use crate::observe::record::{self, Entry, Outcome as Traffic};
 use crate::upstream::connect::{pick_and_connect, Upstream};
 use crate::upstream::decide;
 use crate::upstream::tunnel;
-use mail::smtp::{self, ClientInfo, Event, Front, FrontConfig, Mailbox, Outcome, Replay};
+use mail::smtp::{self, Cause, ClientInfo, Event, Front, FrontConfig, Mailbox, Outcome, Replay, Reply};
 use rules::ProtoField;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
-/// The transaction being collected: its sender and the group its first recipient chose.
+/// The transaction being collected: its sender, the group its first routed recipient
+/// chose, and the conversation with that group's server.
 #[derive(Default)]
-struct Txn {
+struct Txn<'s> {
     from: Option<Mailbox>,
     group: Option<usize>,
     first_rcpt: Option<Mailbox>,
     rcpts: usize,
+    server: Server<'s>,
+}
+
+/// Where the transaction stands with its server.
+#[derive(Default)]
+enum Server<'s> {
+    /// No recipient was routed yet.
+    #[default]
+    None,
+    /// Connected, the replay idle between commands (boxed: it is large, and one per
+    /// session at most).
+    Open(Box<Relay<'s>>),
+    /// The server could not be used: what every later recipient for it is answered (it is
+    /// not tried again within the transaction, so a dead server costs one attempt, not one
+    /// per recipient).
+    Failed(Reply),
+}
+
+struct Relay<'s> {
+    up: Upstream<'s>,
+    replay: Replay,
 }
 
 /// Serves one SMTP connection; with `tls` on the listener, STARTTLS is offered and the
@@ -53,34 +84,33 @@ pub async fn serve(worker: Rc<Worker>, client: TcpStream, peer: SocketAddr, list
 /// The dialogue until it ends or tunnels; after STARTTLS it goes on over TLS with the same
 /// front.
 async fn session(ctx: &Ctx<'_>, mut client: ClientStream, mut front: Front, mut out: Vec<u8>) {
-    let (worker, snap, peer, local) = (ctx.worker, ctx.snap, ctx.peer, ctx.local);
+    let (worker, snap, peer) = (ctx.worker, ctx.snap, ctx.peer);
     let l = &snap.listeners[ctx.listener];
     let mut txn = Txn::default();
     let mut cbuf = worker.bufs.take();
     'session: loop {
         while let Some(event) = front.poll(&mut out) {
             match event {
-                Event::Helo { .. } | Event::Reset => txn = Txn::default(),
+                Event::Helo { .. } | Event::Reset => end(snap, &mut txn, None).await,
                 Event::Mail { from, .. } => {
-                    txn = Txn { from, ..Txn::default() };
-                    let fields = Fields::new(&front, &txn, None, peer, local);
+                    end(snap, &mut txn, from).await;
+                    let fields = Fields::new(&front, &txn, None, peer, ctx.local);
                     match judge(ctx, &fields) {
                         Verdict::Deny => front.reject_mail(550, &l.mail.deny_text, &mut out),
                         Verdict::Group(_) => front.accept_mail(&mut out),
                     }
                 }
-                Event::Rcpt { to } => rcpt(ctx, &mut front, &mut txn, to, &mut out),
+                Event::Rcpt { to } => rcpt(ctx, &mut front, &mut txn, to, &mut out).await,
                 Event::Data => {
                     if !flush(snap, &mut client, &mut out).await {
                         break 'session;
                     }
-                    let group = txn.group.unwrap_or(l.default_group);
-                    match deliver(worker, snap, l, group, &front, &txn, peer).await {
-                        Delivery::Refused(reply) => {
+                    match data(worker, snap, &mut txn).await {
+                        Err(reply) => {
                             front.data_failed(&reply, &mut out);
-                            txn = Txn::default();
+                            end(snap, &mut txn, None).await;
                         }
-                        Delivery::Tunnel { to_client, up } => {
+                        Ok((to_client, up)) => {
                             tunnel_to(ctx, &mut client, &mut cbuf, front, &txn, to_client, up).await;
                             break 'session;
                         }
@@ -92,10 +122,7 @@ async fn session(ctx: &Ctx<'_>, mut client: ClientStream, mut front: Front, mut 
                     }
                     match client.start_tls(worker, l.tls.clone(), peer).await {
                         Some(tls) => client = tls,
-                        None => {
-                            worker.bufs.give(cbuf);
-                            return;
-                        }
+                        None => break 'session,
                     }
                 }
                 Event::Quit | Event::Close { .. } => {
@@ -111,22 +138,35 @@ async fn session(ctx: &Ctx<'_>, mut client: ClientStream, mut front: Front, mut 
         }
         front.feed(cbuf.filled());
     }
+    end(snap, &mut txn, None).await;
     worker.bufs.give(cbuf);
 }
 
-/// The server took the envelope: its answer to the client, the client's bytes after DATA to
-/// the server, then the tunnel; the session is recorded at its end.
+/// Ends the transaction (a new one starts with `from`): an open server connection is told
+/// QUIT and closed.
+async fn end(snap: &Snapshot, txn: &mut Txn<'_>, from: Option<Mailbox>) {
+    if let Server::Open(mut relay) = std::mem::take(&mut txn.server) {
+        let mut quit = Vec::new();
+        relay.replay.quit(&mut quit);
+        let deadline = Instant::now() + snap.config.timeouts.server_response;
+        let _ = write_all_parts(&mut relay.up.stream, &[&quit], deadline).await;
+    }
+    *txn = Txn { from, ..Txn::default() };
+}
+
+/// The server took DATA: its 354 to the client, the client's bytes after DATA to the
+/// server, then the tunnel; the session is recorded at its end.
 async fn tunnel_to(
     ctx: &Ctx<'_>,
     client: &mut ClientStream,
     cbuf: &mut crate::floor::buf::IoBuf,
     front: Front,
-    txn: &Txn,
+    txn: &Txn<'_>,
     to_client: Vec<u8>,
     mut up: Upstream<'_>,
 ) {
     let (worker, snap) = (ctx.worker, ctx.snap);
-    let started = tokio::time::Instant::now();
+    let started = Instant::now();
     let deadline = started + snap.config.timeouts.client_io;
     let rest = front.tunnel();
     if write_all_parts(client, &[&to_client], deadline).await.is_ok()
@@ -156,31 +196,114 @@ async fn tunnel_to(
     record::finish(&worker.shared, snap, &entry, &traffic);
 }
 
-/// Answers one RCPT: a recipient a server refused before gets that server's answer; a
-/// `deny` gets 550; one routed to another group than the transaction's first gets 451.
-fn rcpt(ctx: &Ctx<'_>, front: &mut Front, txn: &mut Txn, to: Mailbox, out: &mut Vec<u8>) {
+/// Answers one RCPT: a `deny` gets 550; one routed to another group than the transaction's
+/// first gets 451; the others get their server's own reply.
+async fn rcpt<'s>(ctx: &Ctx<'s>, front: &mut Front, txn: &mut Txn<'s>, to: Mailbox, out: &mut Vec<u8>) {
     let l = &ctx.snap.listeners[ctx.listener];
-    let known = ctx
-        .worker
-        .shared
-        .smtp_refusals
-        .0
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .check(&to, std::time::Instant::now());
-    if let Some(reply) = known {
-        return front.reject_rcpt(reply.code, &reply.text(), out);
-    }
     let fields = Fields::new(front, txn, Some(&to), ctx.peer, ctx.local);
-    match judge(ctx, &fields) {
-        Verdict::Deny => front.reject_rcpt(550, &l.mail.deny_text, out),
-        Verdict::Group(group) if txn.group.is_some_and(|g| g != group) => front.defer_rcpt(out),
-        Verdict::Group(group) => {
-            txn.group = Some(group);
-            txn.first_rcpt.get_or_insert(to);
-            txn.rcpts += 1;
-            front.accept_rcpt(out);
+    let group = match judge(ctx, &fields) {
+        Verdict::Deny => return front.reject_rcpt(550, &l.mail.deny_text, out),
+        Verdict::Group(group) if txn.group.is_some_and(|g| g != group) => return front.defer_rcpt(out),
+        Verdict::Group(group) => group,
+    };
+    txn.group = Some(group);
+    let (server, reply) = match std::mem::take(&mut txn.server) {
+        Server::None => match front.envelope() {
+            Some(env) => open(ctx, group, env, &to).await,
+            None => (Server::None, Reply::new(503, "5.5.1 Error: need MAIL command")),
+        },
+        Server::Open(mut relay) => {
+            let mut cmd = Vec::new();
+            relay.replay.rcpt(&to, &mut cmd);
+            let outcome = ask(ctx.worker, ctx.snap, &mut relay, &cmd).await;
+            settle(ctx.worker, Some(*relay), outcome)
         }
+        Server::Failed(reply) => (Server::Failed(reply.clone()), reply),
+    };
+    txn.server = server;
+    if (200..300).contains(&reply.code) {
+        txn.first_rcpt.get_or_insert(to);
+        txn.rcpts += 1;
+    }
+    front.answer_rcpt(&reply, out);
+}
+
+/// The first routed recipient: connects to a server of `group` and replays the envelope
+/// and this RCPT.
+async fn open<'s>(ctx: &Ctx<'s>, group: usize, env: smtp::Envelope, to: &Mailbox) -> (Server<'s>, Reply) {
+    let (worker, snap) = (ctx.worker, ctx.snap);
+    worker.shared.stats.inc(Counter::Requests);
+    let l = &snap.listeners[ctx.listener];
+    let client = Some(ClientInfo { addr: ctx.peer, name: None });
+    let cfg = smtp::ReplayConfig { xclient: l.mail.xclient, ..smtp::ReplayConfig::default() };
+    let mut replay = Replay::new(cfg, env, to.clone(), client);
+    // Keyed schedulers hash the first routed recipient's domain.
+    let key = to.domain_lowercase().into_bytes();
+    let Ok(up) = pick_and_connect(worker, snap, group, None, Some(&key)).await else {
+        // pick_and_connect counted the failure (no_server, connect_failed, connect_timeout).
+        let gone = replay.server_gone("no server could be reached", &mut Vec::new());
+        return settle(worker, None, gone);
+    };
+    let mut relay = Relay { up, replay };
+    let mut sbuf = worker.bufs.take();
+    let outcome = converse(worker, snap, &mut relay.up.stream, &mut sbuf, &mut relay.replay).await;
+    worker.bufs.give(sbuf);
+    settle(worker, Some(relay), outcome)
+}
+
+/// Sends `cmd` (written by the replay) and waits for the server's answer.
+async fn ask(worker: &Worker, snap: &Snapshot, relay: &mut Relay<'_>, cmd: &[u8]) -> Outcome {
+    let deadline = Instant::now() + snap.config.timeouts.server_response;
+    if write_all_parts(&mut relay.up.stream, &[cmd], deadline).await.is_err() {
+        worker.shared.stats.inc(Counter::ServerAborted);
+        return relay.replay.server_gone("could not write to the server", &mut Vec::new());
+    }
+    let mut sbuf = worker.bufs.take();
+    let outcome = converse(worker, snap, &mut relay.up.stream, &mut sbuf, &mut relay.replay).await;
+    worker.bufs.give(sbuf);
+    outcome
+}
+
+/// Where an outcome leaves the transaction, and the client's answer to its RCPT (or DATA).
+/// `relay` is the connection, if there is one.
+fn settle<'s>(worker: &Worker, relay: Option<Relay<'s>>, outcome: Outcome) -> (Server<'s>, Reply) {
+    let (reply, cause) = match (outcome, relay) {
+        (Outcome::Rcpt(reply), Some(relay)) => return (Server::Open(Box::new(relay)), reply),
+        // The replay wrote QUIT and converse sent it: dropping the relay closes the connection.
+        (Outcome::Refused { reply, cause }, _) => (reply, cause),
+        // Neither happens: a RCPT is only answered on a connection, and 354 only after DATA.
+        (Outcome::Rcpt(_) | Outcome::Tunnel { .. }, _) => {
+            let e = mail::ServerError::Malformed("an answer out of turn".to_string());
+            (Reply::new(451, "4.3.0 try again later"), Cause::Protocol(e))
+        }
+    };
+    if matches!(cause, Cause::Protocol(_)) {
+        worker.shared.stats.inc(Counter::BadResponse);
+    }
+    tracing::info!(?cause, code = reply.code, "mail server not usable for this transaction");
+    (Server::Failed(reply.clone()), reply)
+}
+
+/// DATA: sent to the transaction's server. Its 354 and the connection, to tunnel; or the
+/// client's answer, the transaction over.
+async fn data<'s>(
+    worker: &Worker,
+    snap: &'s Snapshot,
+    txn: &mut Txn<'s>,
+) -> Result<(Vec<u8>, Upstream<'s>), Reply> {
+    match std::mem::take(&mut txn.server) {
+        Server::Open(mut relay) => {
+            let mut cmd = Vec::new();
+            relay.replay.data(&mut cmd);
+            match ask(worker, snap, &mut relay, &cmd).await {
+                Outcome::Tunnel { to_client } => Ok((to_client, relay.up)),
+                outcome => Err(settle(worker, None, outcome).1),
+            }
+        }
+        // The server accepted recipients and was lost since (451): the client retries.
+        Server::Failed(reply) => Err(reply),
+        // The front only asks with a recipient the server accepted.
+        Server::None => Err(Reply::new(451, "4.3.0 try again later")),
     }
 }
 
@@ -194,58 +317,6 @@ fn judge(ctx: &Ctx<'_>, fields: &Fields) -> Verdict {
     let req = rules::ConnectionRequest { src: fields.src, dst: fields.dst, host: None, fields: &list };
     let decision = decide::route_connection(ctx.worker, ctx.snap, ctx.listener, &req, None);
     decision.map_or(Verdict::Deny, |d| Verdict::Group(d.group))
-}
-
-enum Delivery<'s> {
-    Refused(smtp::Reply),
-    Tunnel { to_client: Vec<u8>, up: Upstream<'s> },
-}
-
-/// Connects to a server of `group` and replays the envelope up to DATA.
-async fn deliver<'s>(
-    worker: &Worker,
-    snap: &'s Snapshot,
-    l: &ListenerRt,
-    group: usize,
-    front: &Front,
-    txn: &Txn,
-    peer: SocketAddr,
-) -> Delivery<'s> {
-    worker.shared.stats.inc(Counter::Requests);
-    let mut ignored = Vec::new();
-    let Some(envelope) = front.envelope() else {
-        return Delivery::Refused(smtp::Reply::new(503, "5.5.1 no valid recipients"));
-    };
-    let client = Some(ClientInfo { addr: peer, name: None });
-    let cfg = smtp::ReplayConfig { xclient: l.mail.xclient, ..smtp::ReplayConfig::default() };
-    let mut replay = Replay::new(cfg, envelope, client);
-    let key = txn.first_rcpt.as_ref().map(|r| r.domain_lowercase().into_bytes());
-    let up = pick_and_connect(worker, snap, group, None, key.as_deref()).await;
-    let Ok(mut up) = up else {
-        return refused(worker, replay.server_gone("no server could be reached", &mut ignored));
-    };
-    let mut sbuf = worker.bufs.take();
-    let outcome = converse(snap, &mut up.stream, &mut sbuf, &mut replay).await;
-    worker.bufs.give(sbuf);
-    match outcome {
-        Outcome::Tunnel { to_client } => Delivery::Tunnel { to_client, up },
-        // The replay has already told the server QUIT.
-        other => refused(worker, other),
-    }
-}
-
-fn refused<'s>(worker: &Worker, outcome: Outcome) -> Delivery<'s> {
-    match outcome {
-        Outcome::Refused { reply, refused, cause } => {
-            tracing::info!(?cause, code = reply.code, "mail not handed to the server");
-            if !refused.is_empty() {
-                let mut cache = worker.shared.smtp_refusals.0.lock().unwrap_or_else(|e| e.into_inner());
-                cache.remember(&refused, std::time::Instant::now());
-            }
-            Delivery::Refused(reply)
-        }
-        Outcome::Tunnel { .. } => Delivery::Refused(smtp::Reply::new(451, "4.3.0 try again later")),
-    }
 }
 
 /// The envelope as the rules see it.
