@@ -281,13 +281,16 @@ fn shipped_example_loads() {
         Ok(config) => config,
         Err(e) => panic!("{e}"),
     };
-    assert_eq!(config.listeners.len(), 1);
+    let protocols: Vec<Protocol> = config.listeners.iter().map(|l| l.protocol).collect();
+    assert_eq!(protocols, [Protocol::Http, Protocol::Tls, Protocol::Smtp]);
     assert_eq!(config.listeners[0].bind, "127.0.0.1:8080".parse().unwrap());
     let names: Vec<&str> = config.groups.iter().map(|g| g.name.as_str()).collect();
-    assert_eq!(names, ["web", "static"]);
+    assert_eq!(names, ["web", "web-tls", "mx"]);
     assert_eq!(config.groups[0].scheduler, SchedulerKind::WeightedLeastConnections);
     assert_eq!(config.groups[0].servers.len(), 3);
-    assert_eq!(config.groups[1].scheduler, SchedulerKind::RoundRobin);
+    assert!(config.groups[0].persistence.is_some() && config.groups[0].health.is_some());
+    assert_eq!(config.groups[1].scheduler, SchedulerKind::Consistent);
+    assert!(config.admin.is_some() && config.agents.is_some());
 }
 
 #[test]
