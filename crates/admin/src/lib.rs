@@ -12,13 +12,15 @@
 //! (request reading with size and time limits, responses), `auth` (the token: Bearer or
 //! Basic, compared in constant time), `routes` (path and method → handler, the read-only
 //! views and explain), `edits` (the mutations, serialized, and drain-then-remove),
-//! `metrics` (the Prometheus exposition built from the views at each scrape).
+//! `metrics` (the Prometheus exposition built from the views at each scrape), `process`
+//! (the standard `process_*` figures from `/proc/self`).
 
 mod auth;
 mod ctx;
 mod edits;
 mod http;
 mod metrics;
+mod process;
 mod routes;
 mod server;
 

@@ -4,7 +4,7 @@
 
 use crate::floor::conns::{ConnState, Evicted, Slot};
 use crate::floor::shared::Shared;
-use crate::floor::stats::Counter;
+use crate::floor::stats::{Counter, Stats};
 use crate::floor::stream::{handshake, ClientStream};
 use crate::floor::worker::Worker;
 use crate::observe::access_log::{self, Sink};
@@ -31,7 +31,10 @@ pub fn run(shared: Arc<Shared>, listeners: Vec<std::net::TcpListener>, sink: Sin
         let worker = Rc::new(Worker::new(shared));
         for (index, l) in listeners.into_iter().enumerate() {
             match TcpListener::from_std(l) {
-                Ok(l) => drop(tokio::task::spawn_local(accept_loop(Rc::clone(&worker), l, index))),
+                Ok(l) => {
+                    let accepting = Stats::on_listener(index, accept_loop(Rc::clone(&worker), l, index));
+                    drop(tokio::task::spawn_local(accepting));
+                }
                 Err(e) => tracing::error!(error = %e, "listener registration failed"),
             }
         }
@@ -61,8 +64,8 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
         }
         let _ = stream.set_nodelay(true);
         let state: Slot = Rc::new(Cell::new(ConnState::Fresh));
-        let task =
-            tokio::task::spawn_local(dispatch(Rc::clone(&worker), stream, peer, index, Rc::clone(&state)));
+        let serving = dispatch(Rc::clone(&worker), stream, peer, index, Rc::clone(&state));
+        let task = tokio::task::spawn_local(Stats::on_listener(index, serving));
         worker.conns.add(state, task.abort_handle());
     }
 }
