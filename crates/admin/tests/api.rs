@@ -76,7 +76,7 @@ async fn the_token_is_required_everywhere_when_configured() {
     bounded(async {
         let admin = format!("token = \"{TOKEN}\"");
         let rig = Rig::start(Spec { origins: &["s1"], admin: &admin, ..Spec::default() }).await;
-        for path in ["/api/status", "/api/servers", "/metrics", "/"] {
+        for path in ["/api/status", "/api/servers", "/api/history", "/metrics", "/"] {
             let none = rig.raw("GET", path, "", b"").await;
             assert_eq!(none.status, 401, "{path}");
             // Only the page asks a browser for a password; the API answers a plain 401.
@@ -307,6 +307,38 @@ async fn stop_closes_the_listener_and_no_admin_section_starts_nothing() {
         assert!(config.admin.is_none());
         let switch = Arc::new(proxy::Switch::start(config).unwrap());
         assert!(admin::start(switch).unwrap().is_none());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_keeps_a_point_a_second_per_server() {
+    bounded(async {
+        let rig = Rig::start(Spec { origins: &["s1", "s2"], ..Spec::default() }).await;
+        for _ in 0..4 {
+            rig.who("/").await;
+        }
+        let mut history = rig.get_json("/api/history").await;
+        for _ in 0..50 {
+            if history["servers"][0]["points"].as_array().is_some_and(|p| p.len() >= 3) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            history = rig.get_json("/api/history").await;
+        }
+        assert_eq!(history["interval_secs"], 1);
+        assert_eq!(history["points_kept"], 300);
+        let servers = history["servers"].as_array().unwrap();
+        let names: Vec<&str> = servers.iter().map(|s| s["server"].as_str().unwrap()).collect();
+        assert_eq!(names, ["s1", "s2"]);
+        let points = servers[0]["points"].as_array().unwrap();
+        assert!(points.len() >= 3, "{history:#}");
+        // [uptime, req/s, p90 µs]: times a second apart, the first without a rate.
+        let t: Vec<f64> = points.iter().map(|p| p[0].as_f64().unwrap()).collect();
+        assert!(t.windows(2).all(|w| (0.5..1.5).contains(&(w[1] - w[0]))), "{t:?}");
+        assert!(points[0][1].is_null());
+        assert!(points[1..].iter().all(|p| p[1].as_f64().is_some_and(|r| r >= 0.0)), "{history:#}");
+        assert!(t[t.len() - 1] <= rig.get_json("/api/status").await["uptime_secs"].as_f64().unwrap());
     })
     .await;
 }
