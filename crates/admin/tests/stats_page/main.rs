@@ -242,19 +242,19 @@ fn check_failed_poll(before: &Dom, after: &Dom) {
     }
 }
 
-/// The row controls: each state button and the weight form change the server in the
+/// The row controls: each state in the menu and the weight field change the server in the
 /// switch, and the page then shows it; maint gets a badge of its own colour.
 async fn check_controls(page: &mut Cdp, switch: &Switch) {
     let server =
         |name: &str| switch.servers().into_iter().find(|s| s.group == "web" && s.name == name).unwrap();
     for state in ["drain", "ready", "maint"] {
-        let button = format!("tr[data-group=\"web\"][data-server=\"s3\"] button[data-action=\"{state}\"]");
-        // A button is disabled while its state is in force: wait for the page to show the
-        // previous change before clicking.
-        wait_page(page, &format!("!document.querySelector('{button}').disabled")).await;
-        page.eval(&format!("document.querySelector('{button}').click()")).await;
+        let menu = "document.querySelector('tr[data-group=\"web\"][data-server=\"s3\"] select[data-action=\"state\"]')";
+        page.eval(&format!(
+            "(() => {{ const m = {menu}; m.value = '{state}'; m.dispatchEvent(new Event('change')); }})()"
+        ))
+        .await;
         let changed = wait_for(Duration::from_secs(5), || server("s3").state == state).await;
-        assert!(changed, "clicking {state} left s3 {}", server("s3").state);
+        assert!(changed, "choosing {state} left s3 {}", server("s3").state);
         let cell = "tr[data-server=\"s3\"] td[data-field=\"state\"]";
         wait_page(page, &format!("document.querySelector('{cell}').dataset.value === '{state}'")).await;
     }
@@ -278,6 +278,14 @@ async fn check_controls(page: &mut Cdp, switch: &Switch) {
     .await;
     let changed = wait_for(Duration::from_secs(5), || server("s2").weight == 5).await;
     assert!(changed, "the weight form left s2 at weight {}", server("s2").weight);
+    // The controls take room: every table still fits the 1280 px page.
+    let cut = page
+        .eval(
+            "[...document.querySelectorAll('.panel')].filter((p) => p.scrollWidth > p.clientWidth)\
+               .map((p) => p.scrollWidth + ' > ' + p.clientWidth + ' px')",
+        )
+        .await;
+    assert_eq!(cut, json!([]), "panels wider than the page");
 }
 
 /// Waits (at most 10 s) until a JavaScript expression is true in the page.
