@@ -9,16 +9,20 @@
 //!
 //! Layout: `server` (accept loop, connection limit, one request per connection), `ctx`
 //! (what every handler shares: the switch, the edit lock, the token rule), `http`
-//! (request reading with size and time limits, responses), `auth` (the token: Bearer or
+//! (request reading with size and time limits, responses), `history` (the stats page's
+//! last five minutes, sampled every second), `auth` (the token: Bearer or
 //! Basic, compared in constant time), `routes` (path and method → handler, the read-only
 //! views and explain), `edits` (the mutations, serialized, and drain-then-remove),
-//! `metrics` (the Prometheus exposition built from the views at each scrape).
+//! `metrics` (the Prometheus exposition built from the views at each scrape), `process`
+//! (the standard `process_*` figures from `/proc/self`).
 
 mod auth;
 mod ctx;
 mod edits;
+mod history;
 mod http;
 mod metrics;
+mod process;
 mod routes;
 mod server;
 

@@ -134,38 +134,39 @@ impl Scrape {
         let mut conns = Family::new("cswitch_client_connections", "Client connections open, all listeners");
         conns.add(Vec::new(), gauge_u(s.connections));
         conns.encode(e)?;
+        encode_os_process(e)?;
         self.encode_counters(e)
     }
 
-    /// The process counters: reloads on their own, refusals by reason, the rest as events.
+    /// The process counters that are not refusals, each in its own family (see
+    /// [`family_of`]); several counters share a family only where their sum means
+    /// something, told apart by a label.
     fn encode_counters(&self, e: &mut DescriptorEncoder) -> fmt::Result {
-        let get = |c: Counter| self.status.counters.get(c.name()).copied().unwrap_or(0);
-        let mut reloads = Family::new("cswitch_reloads", "Config reloads and admin edits applied");
-        reloads.add(Vec::new(), counter(get(Counter::Reloads)));
-        reloads.encode(e)?;
-        let mut failed = Family::new("cswitch_reloads_failed", "Config reloads refused");
-        failed.add(Vec::new(), counter(get(Counter::ReloadsFailed)));
-        failed.encode(e)?;
-        let mut refusals =
-            Family::new("cswitch_refusals", "Requests and connections refused or failed, by reason");
-        let mut events = Family::new("cswitch_events", "Other process events, by kind");
+        let mut families: Vec<Family<ConstCounter<u64>>> = Vec::new();
         for c in Counter::ALL {
-            if matches!(c, Counter::Reloads | Counter::ReloadsFailed) {
-                continue;
-            }
-            let (family, key) =
-                if c.is_refusal() { (&mut refusals, "reason") } else { (&mut events, "event") };
-            family.add(vec![(key, c.name().to_string())], counter(get(c)));
+            let Some((name, help, label)) = family_of(c) else { continue };
+            let at = match families.iter().position(|f| f.name == name) {
+                Some(at) => at,
+                None => {
+                    families.push(Family::new(name, help));
+                    families.len() - 1
+                }
+            };
+            let labels = label.map_or_else(Vec::new, |(k, v)| vec![(k, v.to_string())]);
+            let n = self.status.counters.get(c.name()).copied().unwrap_or(0);
+            families[at].add(labels, counter(n));
         }
-        refusals.encode(e)?;
-        events.encode(e)
+        families.iter().try_for_each(|f| f.encode(e))
     }
 
     fn encode_listeners(&self, e: &mut DescriptorEncoder) -> fmt::Result {
         let mut requests = Family::new("cswitch_listener_requests", "Requests read");
         let mut responses = Family::new("cswitch_listener_responses", "Responses sent, by status class");
-        let mut received = Family::new("cswitch_listener_receive", "Bytes from clients").unit(Unit::Bytes);
-        let mut sent = Family::new("cswitch_listener_transmit", "Bytes to clients").unit(Unit::Bytes);
+        let mut refusals =
+            Family::new("cswitch_listener_refusals", "Requests and connections refused or failed, by reason");
+        let mut received =
+            Family::new("cswitch_listener_received", "Bytes received from clients").unit(Unit::Bytes);
+        let mut sent = Family::new("cswitch_listener_sent", "Bytes sent to clients").unit(Unit::Bytes);
         let mut conns = Family::new("cswitch_listener_connections", "Client connections open");
         for l in &self.status.listeners {
             let labels = || vec![("listener", value(&l.name))];
@@ -175,11 +176,16 @@ impl Scrape {
                 with_class.push(("class", class.to_string()));
                 responses.add(with_class, counter(*n));
             }
+            for (reason, n) in &l.refusals {
+                let mut with_reason = labels();
+                with_reason.push(("reason", reason.to_string()));
+                refusals.add(with_reason, counter(*n));
+            }
             received.add(labels(), counter(l.bytes_in));
             sent.add(labels(), counter(l.bytes_out));
             conns.add(labels(), gauge_u(l.connections));
         }
-        for f in [&requests, &responses, &received, &sent] {
+        for f in [&requests, &responses, &refusals, &received, &sent] {
             f.encode(e)?;
         }
         conns.encode(e)
@@ -202,12 +208,18 @@ impl Scrape {
         let mut responses =
             Family::new("cswitch_server_responses", "Responses from the server, by status class");
         let mut failures = Family::new("cswitch_server_failures", "Connect failures and unanswered requests");
-        let mut received =
-            Family::new("cswitch_server_receive", "Bytes from clients to the server").unit(Unit::Bytes);
+        let mut checks =
+            Family::new("cswitch_server_health_check_failures", "Active health checks that failed");
+        let mut received = Family::new("cswitch_server_received", "Bytes the server received from clients")
+            .unit(Unit::Bytes);
         let mut sent =
-            Family::new("cswitch_server_transmit", "Bytes from the server to clients").unit(Unit::Bytes);
-        let mut active = Family::new("cswitch_server_active", "Requests in flight");
-        let mut queued = Family::new("cswitch_server_queued", "Requests waiting for a slot (maxconn)");
+            Family::new("cswitch_server_sent", "Bytes the server sent to clients").unit(Unit::Bytes);
+        let mut active = Family::new(
+            "cswitch_server_active_requests",
+            "Requests (connection-level protocols: sessions) in flight on the server",
+        );
+        let mut queued =
+            Family::new("cswitch_server_queued_requests", "Requests waiting for a slot (maxconn)");
         for s in &self.servers {
             requests.add(server_labels(s), counter(s.requests));
             for (class, n) in &s.responses {
@@ -216,12 +228,13 @@ impl Scrape {
                 responses.add(labels, counter(*n));
             }
             failures.add(server_labels(s), counter(s.failures));
+            checks.add(server_labels(s), counter(s.check_failures));
             received.add(server_labels(s), counter(s.bytes_in));
             sent.add(server_labels(s), counter(s.bytes_out));
             active.add(server_labels(s), gauge(i64::from(s.active)));
             queued.add(server_labels(s), gauge_u(s.queued as u64));
         }
-        for f in [&requests, &responses, &failures, &received, &sent] {
+        for f in [&requests, &responses, &failures, &checks, &received, &sent] {
             f.encode(e)?;
         }
         active.encode(e)?;
@@ -280,6 +293,93 @@ impl Scrape {
         }
         hits.encode(e)
     }
+}
+
+type CounterLabel = Option<(&'static str, &'static str)>;
+
+/// The family (name without `_total`, help, and the label telling it from the other
+/// counters of its family) a process counter is exported in; `None` for the counters
+/// exported elsewhere: refusals (per listener), `requests` (the listeners' requests) and
+/// `health_check_failures` (per server). One match, so a new counter cannot be forgotten.
+fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
+    use Counter::*;
+    let conn = "cswitch_connections_evicted";
+    let conn_help = "Client connections closed at the limit to admit new ones, by what they were doing";
+    let connect_errors = "cswitch_upstream_connect_errors";
+    let connect_help = "Connections to servers that could not be opened, by cause";
+    let persistence = "cswitch_connection_persistence_actions";
+    let persistence_help = "Changes of server answered as `connection_persistence` says, by action";
+    let out = "cswitch_servers_taken_out";
+    let out_help = "Times servers were taken out of service, by the checks that did it";
+    let agents = "cswitch_agent_reports";
+    let agents_help = "Capacity reports from agents, by result";
+    Some(match c {
+        Requests | HealthCheckFailures => return None,
+        Accepted => ("cswitch_connections_accepted", "Client connections accepted", None),
+        EvictedFresh => (conn, conn_help, Some(("state", "fresh"))),
+        EvictedIdle => (conn, conn_help, Some(("state", "idle"))),
+        IdleTimeout => {
+            ("cswitch_connections_idle_closed", "Keep-alive connections closed after `client_idle`", None)
+        }
+        ConnectFailed => (connect_errors, connect_help, Some(("cause", "error"))),
+        ConnectTimeout => (connect_errors, connect_help, Some(("cause", "timeout"))),
+        ServerConnects => ("cswitch_upstream_connections_opened", "New connections to servers opened", None),
+        PoolReuse => ("cswitch_pool_reused", "Server connections taken from the pool", None),
+        PoolDiscarded => {
+            ("cswitch_pool_discarded", "Pooled connections found closed or unclean when taken", None)
+        }
+        Preallocated => {
+            ("cswitch_preallocated_connections", "Server connections opened ahead of the request", None)
+        }
+        PreallocatedUsed => {
+            ("cswitch_preallocated_used", "Requests sent on a pre-allocated connection", None)
+        }
+        Retries => ("cswitch_retries", "Requests sent again to another or a fresh server connection", None),
+        Tunnels => ("cswitch_tunnels", "Upgraded connections (WebSocket) tunnelled", None),
+        RuleRedirects => ("cswitch_rule_redirects", "Requests answered by a rule's redirect()", None),
+        ServerChangeCloses => (persistence, persistence_help, Some(("action", "close"))),
+        ServerChangeRedirects => (persistence, persistence_help, Some(("action", "redirect"))),
+        PersistenceHits => ("cswitch_persistence_hits", "Requests sent where a persistence entry said", None),
+        ServersDown => (out, out_help, Some(("by", "active_check"))),
+        PassiveOuts => (out, out_help, Some(("by", "passive_check"))),
+        AgentReports => (agents, agents_help, Some(("result", "applied"))),
+        AgentReportsRejected => (agents, agents_help, Some(("result", "rejected"))),
+        ServerExtraBytes => (
+            "cswitch_upstream_responses_with_extra_bytes",
+            "Responses after which the server sent bytes beyond the message",
+            None,
+        ),
+        Reloads => ("cswitch_reloads", "Config reloads and admin edits applied", None),
+        ReloadsFailed => ("cswitch_reloads_failed", "Config reloads refused", None),
+        // The refusals (`Counter::is_refusal`): per listener, in `encode_listeners`.
+        RefusedConnLimit | BadRequest | HeadTooLarge | BodyTooLarge | NotImplemented | BadVersion
+        | HeadTimeout | ClientTimeout | QueueFull | QueueTimeout | NoServer | BadResponse | ServerAborted
+        | ServerTimeout | RuleDenied | RuleDropped | TlsMalformed | TlsHandshakeFailed
+        | ClientAbortedBody | ClientGone => return None,
+    })
+}
+
+/// The standard `process_*` families; none where `/proc/self` cannot be read.
+fn encode_os_process(e: &mut DescriptorEncoder) -> fmt::Result {
+    let Some(p) = crate::process::read() else { return Ok(()) };
+    let mut cpu = Family::new("process_cpu", "Total user and system CPU time spent").unit(Unit::Seconds);
+    cpu.add(Vec::new(), ConstCounter::new(p.cpu_seconds));
+    cpu.encode(e)?;
+    let mut rss = Family::new("process_resident_memory", "Resident memory size").unit(Unit::Bytes);
+    rss.add(Vec::new(), gauge_u(p.resident_bytes));
+    rss.encode(e)?;
+    let mut open = Family::new("process_open_fds", "Open file descriptors");
+    open.add(Vec::new(), gauge_u(p.open_fds));
+    open.encode(e)?;
+    if let Some(max) = p.max_fds {
+        let mut limit = Family::new("process_max_fds", "Most open file descriptors allowed (soft limit)");
+        limit.add(Vec::new(), gauge_u(max));
+        limit.encode(e)?;
+    }
+    let mut start = Family::new("process_start_time", "Start time of the process since the Unix epoch")
+        .unit(Unit::Seconds);
+    start.add(Vec::new(), ConstGauge::new(p.start_time_seconds));
+    start.encode(e)
 }
 
 /// A finished histogram: per-bucket (not cumulative) counts with their upper bounds in

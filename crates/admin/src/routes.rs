@@ -17,7 +17,7 @@ pub(crate) async fn handle(ctx: &Arc<Ctx>, req: &Request) -> Response {
     let segments: Vec<&str> = req.head.segments.iter().map(String::as_str).collect();
     let method = req.head.method.as_str();
     let allowed: &[&str] = match segments.as_slice() {
-        [""] | ["metrics"] | ["api", "status" | "groups" | "stick-tables" | "rules"] => &["GET"],
+        [""] | ["metrics"] | ["api", "status" | "groups" | "stick-tables" | "rules" | "history"] => &["GET"],
         ["api", "servers"] => &["GET", "POST"],
         ["api", "servers", _, _] => &["PATCH", "DELETE"],
         ["api", "reload" | "reopen" | "explain"] => &["POST"],
@@ -37,6 +37,7 @@ pub(crate) async fn handle(ctx: &Arc<Ctx>, req: &Request) -> Response {
         ("GET", ["api", "groups"]) => Response::json(200, &switch.groups()),
         ("GET", ["api", "stick-tables"]) => Response::json(200, &switch.stick_tables()),
         ("GET", ["api", "rules"]) => Response::json(200, &switch.rules()),
+        ("GET", ["api", "history"]) => Response::json(200, &ctx.history().view()),
         ("GET", ["api", "servers"]) => servers(ctx, req.head.param("group")),
         ("POST", ["api", "servers"]) => crate::edits::add(ctx, &req.body).await,
         ("PATCH", ["api", "servers", group, name]) => crate::edits::patch(ctx, group, name, &req.body).await,

@@ -28,6 +28,8 @@ pub(crate) async fn serve(listener: std::net::TcpListener, ctx: Arc<Ctx>, mut st
             return;
         }
     };
+    // Ends with the runtime when `serve` returns.
+    tokio::spawn(crate::history::sample(Arc::clone(&ctx)));
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let permit = tokio::select! {

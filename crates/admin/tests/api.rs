@@ -76,7 +76,7 @@ async fn the_token_is_required_everywhere_when_configured() {
     bounded(async {
         let admin = format!("token = \"{TOKEN}\"");
         let rig = Rig::start(Spec { origins: &["s1"], admin: &admin, ..Spec::default() }).await;
-        for path in ["/api/status", "/api/servers", "/metrics", "/"] {
+        for path in ["/api/status", "/api/servers", "/api/history", "/metrics", "/"] {
             let none = rig.raw("GET", path, "", b"").await;
             assert_eq!(none.status, 401, "{path}");
             // Only the page asks a browser for a password; the API answers a plain 401.
@@ -178,13 +178,54 @@ async fn metrics_parse_and_count_requests() {
         assert_eq!(get("cswitch_listener_responses_total{listener=\"web\",class=\"4xx\"}"), 1.0);
         assert_eq!(get("cswitch_group_servers_usable{group=\"web\"}"), 1.0);
         assert_eq!(get("cswitch_rule_hits_total{listener=\"web\",rule=\"Gifs\"}"), 1.0);
-        assert_eq!(get("cswitch_refusals_total{reason=\"rule_denied\"}"), 1.0);
-        assert_eq!(get("cswitch_events_total{event=\"accepted\"}"), 6.0);
+        assert_eq!(get("cswitch_listener_refusals_total{listener=\"web\",reason=\"rule_denied\"}"), 1.0);
+        assert_eq!(get("cswitch_listener_refusals_total{listener=\"web\",reason=\"no_server\"}"), 0.0);
+        assert_eq!(get("cswitch_connections_accepted_total"), 6.0);
+        assert_eq!(get("cswitch_pool_reused_total"), 0.0);
+        assert_eq!(get(&format!("cswitch_server_active_requests{{{s1}}}")), 0.0);
+        assert!(get(&format!("cswitch_server_received_bytes_total{{{s1}}}")) > 0.0);
+        assert!(get(&format!("cswitch_server_sent_bytes_total{{{s1}}}")) > 0.0);
+        assert!(get("cswitch_listener_received_bytes_total{listener=\"web\"}") > 0.0);
         assert_eq!(get("cswitch_reloads_total"), 0.0);
         assert_eq!(get("cswitch_reloads_failed_total"), 0.0);
         assert_eq!(get("cswitch_config_generation"), 0.0);
         assert!(text.contains("# TYPE cswitch_server_latency_seconds histogram\n"), "{text}");
         assert!(text.contains("# UNIT cswitch_server_latency_seconds seconds\n"), "{text}");
+        assert!(get("process_resident_memory_bytes") > 1e6);
+        assert!(get("process_cpu_seconds_total") > 0.0);
+        assert!(get("process_open_fds") >= 3.0);
+        assert!(get("process_max_fds") >= get("process_open_fds"));
+        assert!(get("process_start_time_seconds") > 1.6e9);
+        // The old mixed families and names are gone.
+        for old in
+            ["cswitch_events", "cswitch_refusals_total", "cswitch_server_active{", "_receive_", "_transmit_"]
+        {
+            assert!(!text.contains(old), "{old} still exported:\n{text}");
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_check_failures_per_server_and_refusals_per_listener() {
+    bounded(async {
+        // s1 answers its health check with 503: it goes down, and requests find no server.
+        let group = "health = { check = \"http\", path = \"/status/503\", interval = \"100ms\", \
+                     timeout = \"50ms\", rise = 1, fall = 1 }";
+        let rig = Rig::start(Spec { origins: &["s1"], group, ..Spec::default() }).await;
+        rig.wait_servers("s1 down", |all| all[0]["health"] == "down").await;
+        rig.wait_weight("s1", |w| w == 0).await;
+        assert_eq!(testkit::get(rig.web, "/").await.unwrap().status, 503);
+        let text = rig.call("GET", "/metrics", "").await.text();
+        let samples = parse_exposition(&text);
+        let get = |k: &str| *samples.get(k).unwrap_or_else(|| panic!("no {k} in\n{text}"));
+        assert!(get("cswitch_server_health_check_failures_total{group=\"web\",server=\"s1\"}") >= 1.0);
+        assert_eq!(get("cswitch_listener_refusals_total{listener=\"web\",reason=\"no_server\"}"), 1.0);
+        assert_eq!(get("cswitch_servers_taken_out_total{by=\"active_check\"}"), 1.0);
+        assert_eq!(get("cswitch_server_up{group=\"web\",server=\"s1\"}"), 0.0);
+        let status = rig.get_json("/api/status").await;
+        assert_eq!(status["listeners"][0]["refusals"]["no_server"], 1, "{status:#}");
+        assert!(rig.server("s1").await.unwrap()["check_failures"].as_u64().unwrap() >= 1);
     })
     .await;
 }
@@ -266,6 +307,38 @@ async fn stop_closes_the_listener_and_no_admin_section_starts_nothing() {
         assert!(config.admin.is_none());
         let switch = Arc::new(proxy::Switch::start(config).unwrap());
         assert!(admin::start(switch).unwrap().is_none());
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_keeps_a_point_a_second_per_server() {
+    bounded(async {
+        let rig = Rig::start(Spec { origins: &["s1", "s2"], ..Spec::default() }).await;
+        for _ in 0..4 {
+            rig.who("/").await;
+        }
+        let mut history = rig.get_json("/api/history").await;
+        for _ in 0..50 {
+            if history["servers"][0]["points"].as_array().is_some_and(|p| p.len() >= 3) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            history = rig.get_json("/api/history").await;
+        }
+        assert_eq!(history["interval_secs"], 1);
+        assert_eq!(history["points_kept"], 300);
+        let servers = history["servers"].as_array().unwrap();
+        let names: Vec<&str> = servers.iter().map(|s| s["server"].as_str().unwrap()).collect();
+        assert_eq!(names, ["s1", "s2"]);
+        let points = servers[0]["points"].as_array().unwrap();
+        assert!(points.len() >= 3, "{history:#}");
+        // [uptime, req/s, p90 µs]: times a second apart, the first without a rate.
+        let t: Vec<f64> = points.iter().map(|p| p[0].as_f64().unwrap()).collect();
+        assert!(t.windows(2).all(|w| (0.5..1.5).contains(&(w[1] - w[0]))), "{t:?}");
+        assert!(points[0][1].is_null());
+        assert!(points[1..].iter().all(|p| p[1].as_f64().is_some_and(|r| r >= 0.0)), "{history:#}");
+        assert!(t[t.len() - 1] <= rig.get_json("/api/status").await["uptime_secs"].as_f64().unwrap());
     })
     .await;
 }

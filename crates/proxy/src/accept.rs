@@ -4,7 +4,7 @@
 
 use crate::floor::conns::{ConnState, Evicted, Open, Slot, Watch};
 use crate::floor::shared::Shared;
-use crate::floor::stats::Counter;
+use crate::floor::stats::{Counter, Stats};
 use crate::floor::stream::{handshake, ClientStream};
 use crate::floor::worker::Worker;
 use crate::observe::access_log::{self, LogOutput};
@@ -30,7 +30,10 @@ pub fn run(shared: Arc<Shared>, listeners: Vec<std::net::TcpListener>, log: Arc<
         let worker = Rc::new(Worker::new(shared));
         for (index, l) in listeners.into_iter().enumerate() {
             match TcpListener::from_std(l) {
-                Ok(l) => drop(tokio::task::spawn_local(accept_loop(Rc::clone(&worker), l, index))),
+                Ok(l) => {
+                    let accepting = Stats::on_listener(index, accept_loop(Rc::clone(&worker), l, index));
+                    drop(tokio::task::spawn_local(accepting));
+                }
                 Err(e) => tracing::error!(error = %e, "listener registration failed"),
             }
         }
@@ -67,9 +70,12 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
             // task's cell to 128 bytes: a pointer keeps the cell at 128, and the future
             // goes into an ordinary allocation of its own size.
             let client = crate::http::client(&open, ClientStream::Plain(stream), peer, Rc::clone(&state));
-            tokio::task::spawn_local(Box::pin(crate::http::serve(open, client)))
+            tokio::task::spawn_local(Box::pin(Stats::on_listener(index, crate::http::serve(open, client))))
         } else {
-            tokio::task::spawn_local(dispatch(open, stream, peer, Rc::clone(&state)))
+            tokio::task::spawn_local(Stats::on_listener(
+                index,
+                dispatch(open, stream, peer, Rc::clone(&state)),
+            ))
         };
         worker.conns.add(state, task.abort_handle());
     }

@@ -151,7 +151,7 @@ impl Switch {
         let listener_count = config.listeners.len();
         let shared = Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(Snapshot::build(config, parts, None, 0)),
-            stats: Stats::default(),
+            stats: Stats::new(listener_count),
             client_conns: AtomicUsize::new(0),
             shutting_down: AtomicBool::new(false),
             shutdown_notify: tokio::sync::Notify::new(),

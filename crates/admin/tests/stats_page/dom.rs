@@ -57,6 +57,12 @@ impl Dom {
         attr(tag_at(&self.0, open), "data-value")
     }
 
+    /// Points the chart `<canvas id>` drew (its `data-points`).
+    pub(crate) fn chart_points(&self, id: &str) -> u64 {
+        let Some(at) = self.0.find(&format!("<canvas id=\"{id}\"")) else { return 0 };
+        attr(tag_at(&self.0, at), "data-points").and_then(|n| n.parse().ok()).unwrap_or(0)
+    }
+
     /// Hits shown for the rule labelled `label` (first listener).
     pub(crate) fn rule_hits(&self, label: &str) -> f64 {
         let Some(at) = self.0.find(&format!("data-rule=\"{label}\"")) else { return 0.0 };

@@ -12,9 +12,11 @@
 //! runs this test. Elsewhere, without chromium, the test says why and passes, unless
 //! `CSWITCH_REQUIRE_CHROMIUM` is set: then a missing chromium is a failure.
 //!
-//! Three looks at the DOM: at rest (a row per server, numbers equal to the API's), under
-//! load (counters up, req/s and windowed p90 shown) and with the admin listener stopped
-//! (the error banner, the last data kept). `CSWITCH_SCREENSHOT=path` also writes a PNG of
+//! Looks at the DOM: just opened (the charts already hold the admin listener's history), at
+//! rest (a row per server, numbers equal to the API's), under load (counters up, req/s and
+//! windowed p90 shown), after clicking the row controls (the server's state and weight
+//! changed in the switch, the maint badge shown), and with the admin listener stopped (the
+//! error banner, the last data kept). `CSWITCH_SCREENSHOT=path` also writes a PNG of
 //! the whole page (1280 px wide) under load, after 40 s more of traffic so that the charts
 //! have a history (`docs/stats-page.png` was made that way).
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
@@ -88,6 +90,17 @@ async fn run(chromium: &Path, dir: &Path) {
     .await;
     assert!(checked, "health checks did not settle: {:?}", rig.switch.servers());
     warm_up(rig.web, 25).await;
+    // A few seconds of history for the page to find when it opens.
+    let admin_addr = rig.admin.local_addr();
+    let mut history = 0;
+    for _ in 0..100 {
+        history = history_points(admin_addr, "s1").await;
+        if history >= 4 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(history >= 4, "/api/history holds {history} points for s1 after 10 s");
 
     let mut browser = Browser::launch(chromium, dir);
     let mut page = browser.page().await;
@@ -98,6 +111,12 @@ async fn run(chromium: &Path, dir: &Path) {
     )
     .await;
     page.call("Page.navigate", json!({ "url": url })).await;
+
+    // Just opened: one poll, yet the req/s chart has the history's points (a page on its
+    // own would have none: a rate needs two polls).
+    let opened = page.dom_after_polls(1).await;
+    let drawn = opened.chart_points("chart-rps");
+    assert!(drawn >= 3 * 5, "the req/s chart drew {drawn} points after one poll: no history");
 
     // At rest: every server has its row, with the numbers the API gives.
     let first = page.dom_after_polls(2).await;
@@ -113,6 +132,7 @@ async fn run(chromium: &Path, dir: &Path) {
     assert!(load.sent() >= 300, "the load clients sent only {} requests in 30 s", load.sent());
     let second = page.dom_after_polls(first.polls() + 3).await;
     check_under_load(&first, &second);
+    check_controls(&mut page, &rig.switch).await;
 
     if let Some(path) = std::env::var_os("CSWITCH_SCREENSHOT") {
         screenshot(&mut page, &load, Path::new(&path)).await;
@@ -220,6 +240,70 @@ fn check_failed_poll(before: &Dom, after: &Dom) {
     for row in rows {
         assert!(row.num("requests") >= old[&row.server].num("requests"), "{}: numbers lost", row.server);
     }
+}
+
+/// The row controls: each state in the menu and the weight field change the server in the
+/// switch, and the page then shows it; maint gets a badge of its own colour.
+async fn check_controls(page: &mut Cdp, switch: &Switch) {
+    let server =
+        |name: &str| switch.servers().into_iter().find(|s| s.group == "web" && s.name == name).unwrap();
+    for state in ["drain", "ready", "maint"] {
+        let menu = "document.querySelector('tr[data-group=\"web\"][data-server=\"s3\"] select[data-action=\"state\"]')";
+        page.eval(&format!(
+            "(() => {{ const m = {menu}; m.value = '{state}'; m.dispatchEvent(new Event('change')); }})()"
+        ))
+        .await;
+        let changed = wait_for(Duration::from_secs(5), || server("s3").state == state).await;
+        assert!(changed, "choosing {state} left s3 {}", server("s3").state);
+        let cell = "tr[data-server=\"s3\"] td[data-field=\"state\"]";
+        wait_page(page, &format!("document.querySelector('{cell}').dataset.value === '{state}'")).await;
+    }
+    let action = page.eval("document.getElementById('action').textContent").await;
+    assert!(action.as_str().unwrap_or("").contains("maint"), "the action line: {action}");
+    let badge = page
+        .eval(
+            "(() => { const b = document.querySelector('tr[data-server=\"s3\"] td[data-field=\"state\"] span');\
+              const off = document.body.appendChild(document.createElement('span')); off.className = 'badge b-off';\
+              const r = [b.className, getComputedStyle(b).backgroundColor, getComputedStyle(off).backgroundColor];\
+              off.remove(); return r; })()",
+        )
+        .await;
+    assert_eq!(badge[0], "badge b-maint", "{badge}");
+    assert_ne!(badge[1], badge[2], "the maint badge is as muted as an unchecked one: {badge}");
+
+    let weight = "document.querySelector('tr[data-server=\"s2\"] input[data-action=\"weight\"]')";
+    page.eval(&format!(
+        "(() => {{ const i = {weight}; i.value = '5'; i.form.requestSubmit(); return true; }})()"
+    ))
+    .await;
+    let changed = wait_for(Duration::from_secs(5), || server("s2").weight == 5).await;
+    assert!(changed, "the weight form left s2 at weight {}", server("s2").weight);
+    // The controls take room: every table still fits the 1280 px page.
+    let cut = page
+        .eval(
+            "[...document.querySelectorAll('.panel')].filter((p) => p.scrollWidth > p.clientWidth)\
+               .map((p) => p.scrollWidth + ' > ' + p.clientWidth + ' px')",
+        )
+        .await;
+    assert_eq!(cut, json!([]), "panels wider than the page");
+}
+
+/// Waits (at most 10 s) until a JavaScript expression is true in the page.
+async fn wait_page(page: &mut Cdp, condition: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while page.eval(&format!("Boolean({condition})")).await != json!(true) {
+        assert!(Instant::now() < deadline, "not true within 10 s: {condition}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Points `GET /api/history` holds for server `name` of group web.
+async fn history_points(admin: SocketAddr, name: &str) -> usize {
+    let Ok(response) = testkit::get(admin, "/api/history").await else { return 0 };
+    let history: serde_json::Value = serde_json::from_slice(&response.body).unwrap_or_default();
+    let servers = history["servers"].as_array().cloned().unwrap_or_default();
+    let server = servers.iter().find(|s| s["group"] == "web" && s["server"] == name);
+    server.and_then(|s| s["points"].as_array()).map_or(0, Vec::len)
 }
 
 /// An image of the page after 40 s more of load (a rate that swells and ebbs, so the

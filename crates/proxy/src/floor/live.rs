@@ -84,6 +84,8 @@ pub struct Live {
     pub responses: [AtomicU64; 5],
     /// Connect failures and unanswered requests.
     pub failures: AtomicU64,
+    /// Active health checks that failed.
+    pub check_failures: AtomicU64,
     /// Request bytes from clients to this server.
     pub bytes_in: AtomicU64,
     /// Response bytes from this server to clients.
@@ -109,6 +111,7 @@ impl Live {
             requests: AtomicU64::new(0),
             responses: std::array::from_fn(|_| AtomicU64::new(0)),
             failures: AtomicU64::new(0),
+            check_failures: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
             latency: std::array::from_fn(|_| AtomicU64::new(0)),

@@ -1,6 +1,9 @@
 //! Process-wide counters: every refusal and failure is counted by reason, so the operator
 //! (and tests) can see what happened. Atomics only; the admin listener exports them.
+//! Refusals are also counted per listener: the listener is known from the task (see
+//! [`Stats::on_listener`]) rather than passed to each of the many places that refuse.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Declares [`Counter`] with its stable labels and the list of all counters, from one
@@ -158,25 +161,73 @@ impl Counter {
     }
 }
 
+tokio::task_local! {
+    /// The listener (index in config order) whose accept loop or connection the running
+    /// task is: set once where those tasks are spawned, so that a refusal deep in a
+    /// protocol wing is counted against its listener without every function between the
+    /// accept and the refusal carrying the index.
+    static LISTENER: usize;
+}
+
 /// All counters.
 pub struct Stats {
     counts: [AtomicU64; COUNTERS],
-}
-
-impl Default for Stats {
-    fn default() -> Self {
-        Stats { counts: std::array::from_fn(|_| AtomicU64::new(0)) }
-    }
+    /// Per listener (config order; listeners are fixed for the life of the process): the
+    /// refusals only, indexed like `counts`.
+    refusals_by_listener: Box<[[AtomicU64; COUNTERS]]>,
 }
 
 impl Stats {
-    /// Adds one.
+    /// Counters at zero for a switch with `listeners` listeners.
+    pub fn new(listeners: usize) -> Stats {
+        let zeros = || std::array::from_fn(|_| AtomicU64::new(0));
+        Stats { counts: zeros(), refusals_by_listener: (0..listeners).map(|_| zeros()).collect() }
+    }
+
+    /// Adds one; a refusal also on the listener of the running task, if it has one.
     pub fn inc(&self, c: Counter) {
         self.counts[c as usize].fetch_add(1, Ordering::Relaxed);
+        if c.is_refusal() {
+            let listener = LISTENER.try_with(|l| *l).ok();
+            if let Some(row) = listener.and_then(|l| self.refusals_by_listener.get(l)) {
+                row[c as usize].fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Current value.
     pub fn get(&self, c: Counter) -> u64 {
         self.counts[c as usize].load(Ordering::Relaxed)
+    }
+
+    /// Refusals of kind `c` on listener `listener` (0 for a counter that is no refusal).
+    pub fn refusals_on(&self, listener: usize, c: Counter) -> u64 {
+        self.refusals_by_listener.get(listener).map_or(0, |row| row[c as usize].load(Ordering::Relaxed))
+    }
+
+    /// Runs `task` as serving listener `listener`: its refusals count against it.
+    pub fn on_listener<F: Future>(listener: usize, task: F) -> impl Future<Output = F::Output> {
+        LISTENER.scope(listener, task)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn refusals_count_against_the_listener_of_the_task() {
+        let stats = Stats::new(2);
+        Stats::on_listener(1, async {
+            stats.inc(Counter::NoServer);
+            stats.inc(Counter::Accepted);
+        })
+        .await;
+        stats.inc(Counter::NoServer); // no listener: counted in the total only
+        assert_eq!(stats.get(Counter::NoServer), 2);
+        assert_eq!(stats.refusals_on(1, Counter::NoServer), 1);
+        assert_eq!(stats.refusals_on(0, Counter::NoServer), 0);
+        assert_eq!(stats.refusals_on(1, Counter::Accepted), 0, "not a refusal");
+        assert_eq!(stats.refusals_on(7, Counter::NoServer), 0, "no such listener");
     }
 }

@@ -44,6 +44,7 @@ pub async fn run(server: Arc<ServerRt>, health: config::Health, group: String, s
                 passes = 0;
                 failures = failures.saturating_add(1);
                 stats.inc(Counter::HealthCheckFailures);
+                live.check_failures.fetch_add(1, Ordering::Relaxed);
                 let down = live.health() == Health::Down || failures >= health.fall;
                 if down && live.health() != Health::Down {
                     stats.inc(Counter::ServersDown);

@@ -4,7 +4,8 @@
 //! them; nothing here is on the request path.
 
 use crate::floor::group::GroupRt;
-use crate::floor::live::{quantile_us, LATENCY_BOUNDS_US};
+pub use crate::floor::live::quantile_us;
+use crate::floor::live::LATENCY_BOUNDS_US;
 use crate::floor::server::ServerRt;
 use crate::floor::shared::Shared;
 use crate::floor::snapshot::Snapshot;
@@ -53,6 +54,9 @@ pub struct ListenerView {
     pub bytes_in: u64,
     /// Bytes to clients.
     pub bytes_out: u64,
+    /// Requests and connections of this listener refused or failed, by reason (the
+    /// counters with `Counter::is_refusal`).
+    pub refusals: BTreeMap<&'static str, u64>,
 }
 
 /// `GET /api/groups`.
@@ -121,6 +125,8 @@ pub struct ServerView {
     pub responses: BTreeMap<&'static str, u64>,
     /// Connect failures and unanswered requests.
     pub failures: u64,
+    /// Active health checks that failed.
+    pub check_failures: u64,
     /// Bytes from clients to this server.
     pub bytes_in: u64,
     /// Bytes from this server to clients.
@@ -195,7 +201,8 @@ pub(crate) fn status(shared: &Shared, addrs: &[(String, std::net::SocketAddr)]) 
         .listeners
         .iter()
         .zip(&shared.listeners)
-        .map(|(l, live)| ListenerView {
+        .enumerate()
+        .map(|(index, (l, live))| ListenerView {
             name: l.name.clone(),
             bind: addrs.iter().find(|(n, _)| *n == l.name).map_or(l.bind, |(_, a)| *a).to_string(),
             protocol: l.protocol.name(),
@@ -205,6 +212,11 @@ pub(crate) fn status(shared: &Shared, addrs: &[(String, std::net::SocketAddr)]) 
             responses: classes(&live.responses),
             bytes_in: live.bytes_in.load(Ordering::Relaxed),
             bytes_out: live.bytes_out.load(Ordering::Relaxed),
+            refusals: Counter::ALL
+                .iter()
+                .filter(|c| c.is_refusal())
+                .map(|c| (c.name(), shared.stats.refusals_on(index, *c)))
+                .collect(),
         })
         .collect();
     StatusView {
@@ -280,6 +292,7 @@ fn server(g: &GroupRt, s: &ServerRt, now: u64) -> ServerView {
         requests: live.requests.load(Ordering::Relaxed),
         responses: classes(&live.responses),
         failures: live.failures.load(Ordering::Relaxed),
+        check_failures: live.check_failures.load(Ordering::Relaxed),
         bytes_in: live.bytes_in.load(Ordering::Relaxed),
         bytes_out: live.bytes_out.load(Ordering::Relaxed),
         p50_us: quantile_us(&counts, 0.5),
