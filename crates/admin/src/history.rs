@@ -115,17 +115,5 @@ impl Track {
     }
 }
 
-/// Samples `switch` every [`INTERVAL`] into `history`, until the admin runtime stops.
-pub(crate) async fn sample(ctx: std::sync::Arc<crate::ctx::Ctx>) {
-    let mut tick = tokio::time::interval(INTERVAL);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    loop {
-        tick.tick().await;
-        let now = ctx.switch.status().uptime_secs;
-        let servers = ctx.switch.servers();
-        ctx.history().record(now, &servers);
-    }
-}
-
 #[cfg(test)]
 mod tests;

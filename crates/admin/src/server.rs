@@ -29,7 +29,7 @@ pub(crate) async fn serve(listener: std::net::TcpListener, ctx: Arc<Ctx>, mut st
         }
     };
     // Ends with the runtime when `serve` returns.
-    tokio::spawn(crate::history::sample(Arc::clone(&ctx)));
+    tokio::spawn(sample_history(Arc::clone(&ctx)));
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let permit = tokio::select! {
@@ -127,4 +127,16 @@ async fn linger(stream: &mut TcpStream) {
         }
     };
     let _ = tokio::time::timeout(LINGER, drain).await;
+}
+
+/// Samples `switch` every `history::INTERVAL` into `history`, until the admin runtime stops.
+async fn sample_history(ctx: Arc<Ctx>) {
+    let mut tick = tokio::time::interval(crate::history::INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tick.tick().await;
+        let now = ctx.switch.status().uptime_secs;
+        let servers = ctx.switch.servers();
+        ctx.history().record(now, &servers);
+    }
 }

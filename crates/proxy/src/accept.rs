@@ -2,11 +2,11 @@
 //! control, the protocol dispatch of each accepted connection to its wing, the periodic
 //! housekeeping, and the graceful end on shutdown.
 
-use crate::floor::conns::{ConnState, Evicted, Open, Slot, Watch};
+use crate::floor::conns::{ConnState, Evicted, Slot, Watch};
 use crate::floor::shared::Shared;
 use crate::floor::stats::{Counter, Stats};
 use crate::floor::stream::{handshake, ClientStream};
-use crate::floor::worker::Worker;
+use crate::floor::worker::{Open, Worker};
 use crate::observe::access_log::{self, LogOutput};
 use std::net::SocketAddr;
 use std::rc::Rc;

@@ -23,6 +23,7 @@
 mod client;
 mod origin;
 mod routes;
+mod seen;
 mod wire;
 mod ws;
 

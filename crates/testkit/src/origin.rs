@@ -11,8 +11,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use crate::routes::{self, Next};
-use crate::wire::{self, find, has_token, Body, Framing, Wire};
+use crate::routes;
+use crate::seen::Next;
+pub use crate::seen::SeenRequest;
+use crate::wire::{self, has_token, Body, Framing, Wire};
 
 /// Bodies sent to `/sink` are counted in full but kept only up to this size.
 const SINK_KEEP: usize = 1 << 20;
@@ -20,44 +22,6 @@ const SINK_KEEP: usize = 1 << 20;
 /// How long a closing connection keeps reading (and discarding) after its FIN, so that
 /// unread pipelined bytes do not turn the close into a reset that destroys the answer.
 const LINGER: Duration = Duration::from_millis(500);
-
-/// One request as an origin received it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SeenRequest {
-    /// Which accepted connection carried it (0 for the origin's first connection).
-    pub conn_id: usize,
-    /// Request method, as sent.
-    pub method: String,
-    /// Request target, as sent.
-    pub target: String,
-    /// Protocol version, e.g. `HTTP/1.1`.
-    pub version: String,
-    /// Headers in arrival order, values trimmed.
-    pub headers: Vec<(String, String)>,
-    /// The head exactly as received, blank line included.
-    pub raw_head: Vec<u8>,
-    /// The decoded body (for `/sink`, only its first MiB).
-    pub body: Vec<u8>,
-    /// The decoded body's full length.
-    pub body_len: u64,
-}
-
-impl SeenRequest {
-    /// The first value of header `name`, ignoring ASCII case.
-    pub fn header(&self, name: &str) -> Option<&str> {
-        find(&self.headers, name)
-    }
-
-    /// The target's path: no query, and no scheme or authority if the target had them.
-    pub fn path(&self) -> &str {
-        let target = self.target.as_str();
-        let origin_form = match target.split_once("://") {
-            Some((_, rest)) => rest.find('/').map_or("/", |i| &rest[i..]),
-            None => target,
-        };
-        origin_form.split('?').next().unwrap_or(origin_form)
-    }
-}
 
 /// A running test origin. Clones share the same server.
 ///

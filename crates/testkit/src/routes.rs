@@ -7,19 +7,9 @@
 use std::io;
 use std::time::Duration;
 
-use crate::origin::SeenRequest;
+use crate::seen::{Next, SeenRequest};
 use crate::wire::Wire;
 use crate::ws;
-
-/// What the connection does after a response.
-pub(crate) enum Next {
-    /// Read the next request if the request allowed keep-alive.
-    KeepAlive,
-    /// Close gracefully.
-    Close,
-    /// Close with a reset.
-    Reset,
-}
 
 /// A fixed-length response.
 struct Reply {

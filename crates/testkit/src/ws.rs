@@ -6,8 +6,7 @@ use std::io;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
-use crate::origin::SeenRequest;
-use crate::routes::Next;
+use crate::seen::{Next, SeenRequest};
 use crate::wire::{eof, has_token, invalid, Wire};
 
 /// Opcode of a text frame.

@@ -6,11 +6,9 @@
 //! table is scanned only when the limit is reached, and pruned by the worker's
 //! housekeeping.
 
-use crate::floor::worker::Worker;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
@@ -136,34 +134,5 @@ impl Conns {
             !waited_out
         });
         expired
-    }
-}
-
-/// An open client connection, counted while it lives: the process-wide count admission
-/// reads and its listener's. Owned by the connection's task, so the counts stay right
-/// however it ends (including an abort, or the worker's runtime dropping it at shutdown).
-pub struct Open {
-    /// The worker serving it.
-    pub worker: Rc<Worker>,
-    /// Its listener (index in the snapshot).
-    pub listener: usize,
-}
-
-impl Open {
-    /// Counts a connection admission already let in (it added to the process-wide count).
-    pub fn new(worker: Rc<Worker>, listener: usize) -> Open {
-        if let Some(l) = worker.shared.listeners.get(listener) {
-            l.connections.fetch_add(1, Ordering::Relaxed);
-        }
-        Open { worker, listener }
-    }
-}
-
-impl Drop for Open {
-    fn drop(&mut self) {
-        self.worker.shared.client_conns.fetch_sub(1, Ordering::AcqRel);
-        if let Some(l) = self.worker.shared.listeners.get(self.listener) {
-            l.connections.fetch_sub(1, Ordering::Relaxed);
-        }
     }
 }

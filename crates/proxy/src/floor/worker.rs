@@ -10,6 +10,7 @@ use crate::floor::schedulers::WorkerSchedulers;
 use crate::floor::shared::Shared;
 use balance::Candidate;
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -97,6 +98,35 @@ impl Drop for BusyGuard<'_> {
         w.busy.set(w.busy.get() - 1);
         if w.shutting_down() {
             w.busy_ended.notify_waiters();
+        }
+    }
+}
+
+/// An open client connection, counted while it lives: the process-wide count admission
+/// reads and its listener's. Owned by the connection's task, so the counts stay right
+/// however it ends (including an abort, or the worker's runtime dropping it at shutdown).
+pub struct Open {
+    /// The worker serving it.
+    pub worker: Rc<Worker>,
+    /// Its listener (index in the snapshot).
+    pub listener: usize,
+}
+
+impl Open {
+    /// Counts a connection admission already let in (it added to the process-wide count).
+    pub fn new(worker: Rc<Worker>, listener: usize) -> Open {
+        if let Some(l) = worker.shared.listeners.get(listener) {
+            l.connections.fetch_add(1, Ordering::Relaxed);
+        }
+        Open { worker, listener }
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.worker.shared.client_conns.fetch_sub(1, Ordering::AcqRel);
+        if let Some(l) = self.worker.shared.listeners.get(self.listener) {
+            l.connections.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }

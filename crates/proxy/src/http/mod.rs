@@ -24,8 +24,9 @@ mod scratch;
 mod txn;
 pub mod view;
 
-use crate::floor::conns::{ConnState, Open, Slot};
+use crate::floor::conns::{ConnState, Slot};
 use crate::floor::stream::ClientStream;
+use crate::floor::worker::Open;
 use crate::floor::worker::{BusyGuard, Worker};
 use crate::upstream::prealloc;
 pub(crate) use client::Client;
