@@ -126,17 +126,7 @@ fn write_text(buf: &mut String, fields: &[LogField], r: &Record<'_>) {
             Value::Absent => buf.push('-'),
             Value::Word(s) => buf.push_str(s),
             Value::Text(s) => quoted(buf, s, text_escape),
-            Value::Request => {
-                buf.push('"');
-                text_escape(buf, r.method);
-                buf.push(' ');
-                text_escape(buf, r.target);
-                if !r.version.is_empty() {
-                    buf.push(' ');
-                    buf.push_str(r.version);
-                }
-                buf.push('"');
-            }
+            Value::Request => request(buf, r, text_escape),
             v => scalar(buf, &v),
         }
     }
@@ -153,17 +143,7 @@ fn write_json(buf: &mut String, fields: &[LogField], r: &Record<'_>) {
         match value(r, *f) {
             Value::Absent => buf.push_str("null"),
             Value::Word(s) | Value::Text(s) => quoted(buf, s, json_escape),
-            Value::Request => {
-                buf.push('"');
-                json_escape(buf, r.method);
-                buf.push(' ');
-                json_escape(buf, r.target);
-                if !r.version.is_empty() {
-                    buf.push(' ');
-                    buf.push_str(r.version);
-                }
-                buf.push('"');
-            }
+            Value::Request => request(buf, r, json_escape),
             v @ (Value::Addr(_) | Value::Ip(_) | Value::Time) => {
                 buf.push('"');
                 scalar(buf, &v);
@@ -188,6 +168,19 @@ fn scalar(buf: &mut String, v: &Value<'_>) {
         }
         Value::Absent | Value::Word(_) | Value::Text(_) | Value::Request => Ok(()),
     };
+}
+
+/// `"METHOD TARGET VERSION"`, quoted and escaped.
+fn request(buf: &mut String, r: &Record<'_>, escape: fn(&mut String, &str)) {
+    buf.push('"');
+    escape(buf, r.method);
+    buf.push(' ');
+    escape(buf, r.target);
+    if !r.version.is_empty() {
+        buf.push(' ');
+        buf.push_str(r.version);
+    }
+    buf.push('"');
 }
 
 fn quoted(buf: &mut String, s: &str, escape: fn(&mut String, &str)) {
