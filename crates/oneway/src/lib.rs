@@ -1,0 +1,21 @@
+//! One-way switching (seed 001 §II–§III, seed 003 §3): the switch reads and routes a
+//! request, then hands the live TCP connection to the chosen server host, which answers the
+//! client directly. This crate owns the parts that touch the kernel's TCP state and the
+//! hand-off's data; the design and its pitfalls are `../shared/research/oneway-spike.md`.
+//!
+//! Layout:
+//! - `repair`: `TCP_REPAIR` on a socket — enter and leave repair mode, [`dump`] an
+//!   established connection, [`restore`] it on another socket. The workspace's one module
+//!   with `unsafe` code (raw `getsockopt`/`setsockopt`/`ioctl`), each call with its
+//!   `SAFETY` line.
+//! - `state`: [`TcpState`], what a dump holds (sequence numbers, options, window,
+//!   timestamp, queues), and its byte encoding for the control channel. Sans-io.
+//!
+//! Still to come (issue 12): the steering table over netlink, the control channel and its
+//! authentication, the switch's hand-off phase and the agent's restore-and-relay.
+
+mod repair;
+mod state;
+
+pub use repair::{dump, enter_repair, leave_repair, restore, RepairError};
+pub use state::{DecodeError, TcpState, Window};
