@@ -64,6 +64,8 @@ pub(crate) async fn add(ctx: &Ctx, body: &[u8]) -> Response {
         weight: new.weight.unwrap_or(1),
         maxconn: new.maxconn.unwrap_or(0),
         state,
+        // Added at run time without an agent: served two-way on one-way listeners too.
+        handoff: None,
     };
     let why = format!("admin: add server {}/{}", new.group, server.name);
     match commit(ctx, &why, |c| edit::add_server(c, &new.group, server)).await {

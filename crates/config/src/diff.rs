@@ -91,7 +91,7 @@ pub enum Change {
     /// `[admin]` or `[agents]` differs (`section` names which); a new bind address
     /// needs a restart, a token or timeout is applied in place.
     Service {
-        /// "admin" or "agents".
+        /// "admin", "agents" or "oneway".
         section: &'static str,
         /// Whether the bind address changed (or the section was added or removed).
         rebinds: bool,
@@ -152,6 +152,11 @@ pub fn diff(old: &Config, new: &Config) -> Vec<Change> {
     let agents_bind = |c: &Config| c.agents.as_ref().map(|a| a.bind);
     if old.agents != new.agents {
         changes.push(Change::Service { section: "agents", rebinds: agents_bind(old) != agents_bind(new) });
+    }
+    // The steering table lives on one interface under one name: moving it needs a restart.
+    let steering = |c: &Config| c.oneway.as_ref().map(|o| (o.interface.clone(), o.table.clone()));
+    if old.oneway != new.oneway {
+        changes.push(Change::Service { section: "oneway", rebinds: steering(old) != steering(new) });
     }
     listeners(&old.listeners, &new.listeners, &mut changes);
     groups(&old.groups, &new.groups, &mut changes);
@@ -374,6 +379,7 @@ fn timeout_fields(a: &Timeouts, b: &Timeouts) -> Vec<String> {
 fn listener_fields(a: &Listener, b: &Listener) -> Vec<String> {
     let rules = |l: &Listener| l.rules.as_ref().map_or("none".to_string(), |p| p.display().to_string());
     let mut out = Vec::new();
+    field(&mut out, "mode", a.mode.name(), b.mode.name());
     field(&mut out, "bind", a.bind, b.bind);
     field(&mut out, "protocol", a.protocol.name(), b.protocol.name());
     field(&mut out, "default_group", &a.default_group, &b.default_group);
@@ -396,6 +402,11 @@ fn server_fields(a: &Server, b: &Server) -> Vec<String> {
     field(&mut out, "maxconn", a.maxconn, b.maxconn);
     field(&mut out, "cookie", &a.cookie, &b.cookie);
     field(&mut out, "state", a.state.name(), b.state.name());
+    let agent = |s: &Server| s.handoff.map_or("none".to_string(), |h| h.agent.to_string());
+    field(&mut out, "agent", agent(a), agent(b));
+    let mac =
+        |s: &Server| s.handoff.map_or("none".to_string(), |h| h.mac.map(|b| format!("{b:02x}")).join(":"));
+    field(&mut out, "mac", mac(a), mac(b));
     out
 }
 

@@ -142,6 +142,7 @@ servers = [{ name = "s1", addr = "127.0.0.1:9001" }]
             maxconn: 0,
             cookie: name.into(),
             state: ServerState::Ready,
+            handoff: None,
         }
     }
 

@@ -41,8 +41,8 @@ fn bind(t: &Table, sink: &mut Sink, example: &str) -> Option<Located<SocketAddr>
     }
 }
 
-/// `token` or `token_file` (a file keeps the secret out of the config); required when the
-/// address is reachable from other hosts. `None` (outer) when an error was reported.
+/// `token` or `token_file`; required when the address is reachable from other hosts.
+/// `None` (outer) when an error was reported.
 fn token(
     t: &Table,
     sink: &mut Sink,
@@ -50,6 +50,20 @@ fn token(
     bind: &Located<SocketAddr>,
     what: &str,
 ) -> Option<Option<String>> {
+    let token = read_token(t, sink, base, what)?;
+    if token.is_none() && !bind.value.ip().is_loopback() {
+        let message = format!("{what} on {} is reachable from other hosts but has no token", bind.value);
+        let hint = Some("add token_file = \"…\" (or token = \"…\"), or bind to 127.0.0.1".into());
+        sink.error(&bind.span, &bind.key, message, hint);
+        return None;
+    }
+    Some(token)
+}
+
+/// `token` or `token_file` (a file keeps the secret out of the config), checked: 16 to 128
+/// printable characters. `None` (outer) when an error was reported; `Some(None)` when
+/// neither is set.
+pub(crate) fn read_token(t: &Table, sink: &mut Sink, base: &Path, what: &str) -> Option<Option<String>> {
     let inline = t.string(sink, "token").map(|s| (s.value.to_string(), s));
     let from_file =
         t.string(sink, "token_file").and_then(|f| match std::fs::read_to_string(base.join(f.value)) {
@@ -87,11 +101,5 @@ fn token(
         }
         (None, None) => None,
     };
-    if token.is_none() && !bind.value.ip().is_loopback() {
-        let message = format!("{what} on {} is reachable from other hosts but has no token", bind.value);
-        let hint = Some("add token_file = \"…\" (or token = \"…\"), or bind to 127.0.0.1".into());
-        sink.error(&bind.span, &bind.key, message, hint);
-        return None;
-    }
     Some(token)
 }

@@ -22,7 +22,8 @@ pub(crate) struct ListenerDraft {
     pub(crate) name: Option<Located<String>>,
     pub(crate) bind: Option<Located<SocketAddr>>,
     pub(crate) default_group: Option<Located<String>>,
-    protocol: Protocol,
+    pub(crate) protocol: Protocol,
+    pub(crate) mode: Option<Located<crate::Mode>>,
     pub(crate) rules: Option<Located<PathBuf>>,
     x_forwarded_for: bool,
     x_forwarded_proto: bool,
@@ -41,6 +42,7 @@ impl ListenerDraft {
             name: self.name?.value,
             bind: self.bind?.value,
             protocol: self.protocol,
+            mode: self.mode.map_or(crate::Mode::TwoWay, |m| m.value),
             default_group: self.default_group?.value,
             rules: self.rules.map(|r| r.value),
             x_forwarded_for: self.x_forwarded_for,
@@ -105,6 +107,9 @@ pub(crate) struct ServerDraft {
     maxconn: u32,
     pub(crate) cookie: Option<Located<String>>,
     state: ServerState,
+    pub(crate) handoff: Option<crate::Handoff>,
+    /// `agent` or `mac` is written (even if invalid, and reported as such).
+    pub(crate) agent_written: bool,
 }
 
 impl ServerDraft {
@@ -117,6 +122,7 @@ impl ServerDraft {
             weight: self.weight,
             maxconn: self.maxconn,
             state: self.state,
+            handoff: self.handoff,
         })
     }
 }
@@ -144,6 +150,7 @@ pub(crate) fn listener(t: &Table, sink: &mut Sink, base: &Path) -> ListenerDraft
         bind,
         default_group: default_group.map(owned),
         protocol,
+        mode: crate::oneway::mode(t, sink),
         rules: rules(t, sink, base),
         x_forwarded_for: t.bool_or(sink, "x_forwarded_for", true),
         x_forwarded_proto: t.bool_or(sink, "x_forwarded_proto", true),
@@ -335,6 +342,8 @@ fn server(t: &Table, sink: &mut Sink) -> ServerDraft {
         maxconn: int(sink, "maxconn", 0, 1_000_000),
         cookie: cookie_token(t, sink),
         state: health::server_state(t, sink),
+        handoff: crate::oneway::handoff(t, sink),
+        agent_written: t.has("agent") || t.has("mac"),
     }
 }
 

@@ -3,7 +3,7 @@
 //! homes for "`retries` belongs in [limits]" can name every section without a loop.
 
 pub(crate) const TOP_KEYS: &[&str] =
-    &["global", "access_log", "limits", "timeouts", "listener", "group", "admin", "agents"];
+    &["global", "access_log", "limits", "timeouts", "listener", "group", "admin", "agents", "oneway"];
 pub(crate) const GLOBAL_KEYS: &[&str] = &["workers", "grace_period"];
 pub(crate) const ACCESS_LOG_KEYS: &[&str] = &["enabled", "format", "path", "fields", "syslog", "facility"];
 pub(crate) const LIMITS_KEYS: &[&str] = &[
@@ -33,6 +33,7 @@ pub(crate) const LISTENER_KEYS: &[&str] = &[
     "name",
     "bind",
     "protocol",
+    "mode",
     "default_group",
     "rules",
     "x_forwarded_for",
@@ -65,7 +66,8 @@ pub(crate) const GROUP_KEYS: &[&str] = &[
     "weights",
     "reuse",
 ];
-pub(crate) const SERVER_KEYS: &[&str] = &["name", "addr", "weight", "maxconn", "cookie", "state"];
+pub(crate) const SERVER_KEYS: &[&str] =
+    &["name", "addr", "weight", "maxconn", "cookie", "state", "agent", "mac"];
 pub(crate) const PERSISTENCE_KEYS: &[&str] = &[
     "mode",
     "cookie",
@@ -101,12 +103,14 @@ pub(crate) const HEALTH_KEYS: &[&str] = &[
 pub(crate) const PASSIVE_KEYS: &[&str] = &["failures", "on_5xx", "backoff"];
 pub(crate) const ADMIN_KEYS: &[&str] = &["bind", "token", "token_file"];
 pub(crate) const AGENTS_KEYS: &[&str] = &["bind", "token", "token_file", "silent_after"];
+pub(crate) const ONEWAY_KEYS: &[&str] =
+    &["interface", "token", "token_file", "handoff_timeout", "flow_timeout", "table"];
 /// One entry of a listener's `tls`.
 pub(crate) const CERT_KEYS: &[&str] = &["cert", "key"];
 
 /// For an unknown key: the section where a key of that name lives, if any.
 pub(crate) fn home_of(key: &str) -> Option<String> {
-    let homes: [(&str, &[&str]); 12] = [
+    let homes: [(&str, &[&str]); 13] = [
         ("[global]", GLOBAL_KEYS),
         ("[access_log]", ACCESS_LOG_KEYS),
         ("[limits]", LIMITS_KEYS),
@@ -119,6 +123,7 @@ pub(crate) fn home_of(key: &str) -> Option<String> {
         ("a group's passive", PASSIVE_KEYS),
         ("[admin]", ADMIN_KEYS),
         ("[agents]", AGENTS_KEYS),
+        ("[oneway]", ONEWAY_KEYS),
     ];
     let (home, _) = homes.iter().find(|(_, keys)| keys.contains(&key))?;
     Some(format!("`{key}` belongs in {home}"))

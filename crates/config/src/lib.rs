@@ -18,6 +18,8 @@
 //! - `sections`: the single tables `[global]`, `[limits]`, `[timeouts]`; `access_log`:
 //!   `[access_log]` (format, fields, file or syslog).
 //! - `endpoints`: `[admin]` and `[agents]` (a bind and a token each).
+//! - `oneway`: `[oneway]`, a listener's `mode`, a server's `agent` and `mac`, and the checks
+//!   across them.
 //! - `balancing`: a group's scheduler keys and persistence, a listener's connection
 //!   persistence.
 //! - `health`: a group's health and passive checks, slow start, drain, weight source, and
@@ -50,6 +52,7 @@ mod health;
 mod keys;
 mod load;
 mod model;
+mod oneway;
 mod refs;
 mod sections;
 mod suggest;

@@ -66,7 +66,9 @@ fn walk(root: &Table, sink: &mut Sink, path: &Path) -> (Config, Refs) {
     let groups = groups(root, sink);
     let admin = endpoints::admin(root, sink, base);
     let agents = endpoints::agents(root, sink, base);
+    let oneway = crate::oneway::section(root, sink, base);
     checks::run(&listeners, &groups, admin.as_ref(), sink);
+    crate::oneway::check(&listeners, &groups, root.has("oneway"), sink);
     let refs = refs::collect(sink, &listeners, &groups, access_log_path.as_ref());
     let config = Config {
         source: path.to_path_buf(),
@@ -78,6 +80,7 @@ fn walk(root: &Table, sink: &mut Sink, path: &Path) -> (Config, Refs) {
         groups: groups.into_iter().filter_map(GroupDraft::build).collect(),
         admin: admin.map(|a| a.value),
         agents,
+        oneway: oneway.map(|o| o.value),
     };
     (config, refs)
 }

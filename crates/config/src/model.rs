@@ -27,6 +27,56 @@ pub struct Config {
     pub admin: Option<Admin>,
     /// `[agents]`: where capacity agents report (UDP); `None` = off.
     pub agents: Option<Agents>,
+    /// `[oneway]`: one-way switching's switch-wide settings; `None` = no listener hands
+    /// connections off.
+    pub oneway: Option<OneWay>,
+}
+
+/// `[oneway]`: how the switch hands connections to the servers' agents (issue 12).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OneWay {
+    /// The interface clients' packets arrive on (the steering table hooks its ingress).
+    pub interface: String,
+    /// Shared with the agents; every control connection starts with it.
+    pub token: String,
+    /// How long the switch waits for an agent's READY before serving the connection
+    /// two-way itself (default 50 ms).
+    pub handoff_timeout: Duration,
+    /// A steered flow with no packet for this long is forgotten (default 10 min; longer
+    /// than the servers' keep-alive timeout).
+    pub flow_timeout: Duration,
+    /// The nftables table the switch owns (default `cswitch`).
+    pub table: String,
+}
+
+/// How a listener serves a connection once it is routed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// The switch carries the bytes both ways (default).
+    #[default]
+    TwoWay,
+    /// The switch hands the connection to the chosen server's agent, which answers the
+    /// client directly (falls back to two-way when the hand-off cannot be made).
+    OneWay,
+}
+
+impl Mode {
+    /// Config name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::TwoWay => "two-way",
+            Mode::OneWay => "one-way",
+        }
+    }
+}
+
+/// Where a server's `cswitch agent` takes hand-offs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handoff {
+    /// The agent's control address.
+    pub agent: SocketAddr,
+    /// The server's MAC address on the switch's segment (steered frames go to it).
+    pub mac: [u8; 6],
 }
 
 /// `[admin]`
@@ -335,6 +385,8 @@ pub struct Listener {
     pub rules: Option<PathBuf>,
     /// Append the client address to `X-Forwarded-For` (default true).
     pub x_forwarded_for: bool,
+    /// Two-way (default) or one-way.
+    pub mode: Mode,
     /// Peers whose `X-Forwarded-For` is believed, for the access log's `real_client`
     /// (default none).
     pub trusted_proxies: Vec<IpNet>,
@@ -577,6 +629,8 @@ pub struct Server {
     pub cookie: String,
     /// Administrative state (default ready).
     pub state: ServerState,
+    /// Its agent, for one-way listeners (`agent` and `mac`); `None`: served two-way.
+    pub handoff: Option<Handoff>,
 }
 
 /// A server's administrative state.

@@ -433,3 +433,54 @@ fn balancing_keys_parse() {
         other => panic!("{other:?}"),
     }
 }
+
+/// One-way switching's keys: a listener's `mode`, `[oneway]`, a server's `agent` and `mac`.
+const ONEWAY: &str = "[oneway]\ninterface = 'eth0'\ntoken = '0123456789abcdef0123'\nhandoff_timeout = '80ms'\n\
+                      [[listener]]\nname = 'web'\nbind = '10.0.0.100:80'\ndefault_group = 'g'\nmode = 'one-way'\n\
+                      [[group]]\nname = 'g'\n\
+                      servers = [{ name = 'b1', addr = '10.0.0.11:8080', agent = '10.0.0.11:9000', mac = '02:00:00:00:00:11' },\n\
+                      { name = 'b2', addr = '10.0.0.12:8080' }]\n";
+
+#[test]
+fn oneway_keys_parse() {
+    let c = parse(ONEWAY, Path::new("c.toml")).unwrap();
+    assert_eq!(c.listeners[0].mode, cswitch_config::Mode::OneWay);
+    let o = c.oneway.as_ref().unwrap();
+    assert_eq!((o.interface.as_str(), o.table.as_str()), ("eth0", "cswitch"));
+    assert_eq!(o.handoff_timeout, std::time::Duration::from_millis(80));
+    assert_eq!(o.flow_timeout, std::time::Duration::from_secs(600));
+    let h = c.groups[0].servers[0].handoff.unwrap();
+    assert_eq!((h.agent.to_string().as_str(), h.mac), ("10.0.0.11:9000", [2, 0, 0, 0, 0, 0x11]));
+    assert_eq!(c.groups[0].servers[1].handoff, None, "a server without an agent is served two-way");
+}
+
+#[test]
+fn oneway_mistakes_are_named_where_they_are() {
+    // No [oneway] section.
+    let d = one(&ONEWAY.replace(
+        "[oneway]\ninterface = 'eth0'\ntoken = '0123456789abcdef0123'\nhandoff_timeout = '80ms'\n",
+        "",
+    ));
+    assert_at(&d, 5, 8, "listener[0].mode");
+    assert_eq!(d.message, "mode = \"one-way\" needs a [oneway] section");
+    // A typo in the mode.
+    let d = one(&ONEWAY.replace("'one-way'", "'oneway'"));
+    assert_eq!((d.message.as_str(), hint(&d)), ("unknown mode `oneway`", "did you mean `one-way`?"));
+    // No token: anyone reaching an agent could inject a connection.
+    let d = one(&ONEWAY.replace("token = '0123456789abcdef0123'\n", ""));
+    assert!(d.message.starts_with("one-way hand-offs need a token"), "{}", d.message);
+    // agent without mac, and a bad mac.
+    let d = one(&ONEWAY.replace(", mac = '02:00:00:00:00:11'", ""));
+    assert_eq!(
+        (d.message.as_str(), d.key.as_str()),
+        ("`agent` and `mac` go together", "group[0].servers[0].agent")
+    );
+    let d = one(&ONEWAY.replace("02:00:00:00:00:11", "02:00:00:00:11"));
+    assert_eq!(d.message, "`02:00:00:00:11` is not a MAC address");
+    // No server with an agent in the default group.
+    let d = one(&ONEWAY.replace(", agent = '10.0.0.11:9000', mac = '02:00:00:00:00:11'", ""));
+    assert_eq!(d.message, "no server of group `g` has an agent to hand connections to");
+    // One-way on a mail listener.
+    let d = one(&ONEWAY.replace("mode = 'one-way'", "protocol = 'smtp'\nmode = 'one-way'"));
+    assert_eq!(d.message, "mode = \"one-way\" is built for protocol = \"http\", not \"smtp\"");
+}

@@ -83,6 +83,7 @@ fn server(name: &str, addr: &str, weight: u32, maxconn: u32) -> Server {
         maxconn,
         cookie: name.into(),
         state: ServerState::Ready,
+        handoff: None,
     }
 }
 
@@ -91,6 +92,7 @@ fn listener(name: &str, bind: &str, group: &str) -> Listener {
         name: name.into(),
         bind: bind.parse().unwrap(),
         protocol: Protocol::Http,
+        mode: cswitch_config::Mode::TwoWay,
         default_group: group.into(),
         rules: None,
         x_forwarded_for: true,
@@ -183,6 +185,7 @@ fn expected_full() -> Config {
         ],
         admin: None,
         agents: None,
+        oneway: None,
     }
 }
 
@@ -249,6 +252,7 @@ fn minimal_config_gets_every_default() {
         )],
         admin: None,
         agents: None,
+        oneway: None,
     };
     assert_eq!(config, expected);
 }
