@@ -62,7 +62,7 @@ mod walk;
 pub use diag::{Diagnostic, Diagnostics, Place};
 pub use diff::{diff, Change};
 pub use model::*;
-pub use refs::{FileRef, Inspection, Refs, RulesRef, TlsRef};
+pub use refs::{FileRef, Inspection, Refs, RulesRef, TlsRef, Written};
 
 use std::path::Path;
 

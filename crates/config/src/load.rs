@@ -69,7 +69,11 @@ fn walk(root: &Table, sink: &mut Sink, path: &Path) -> (Config, Refs) {
     let oneway = crate::oneway::section(root, sink, base);
     checks::run(&listeners, &groups, admin.as_ref(), sink);
     crate::oneway::check(&listeners, &groups, root.has("oneway"), sink);
-    let refs = refs::collect(sink, &listeners, &groups, access_log_path.as_ref());
+    let mut refs = refs::collect(sink, &listeners, &groups, access_log_path.as_ref());
+    refs.oneway = oneway.as_ref().map(|o| refs::Written {
+        value: o.value.interface.clone(),
+        place: sink.place(&o.span, "oneway.interface"),
+    });
     let config = Config {
         source: path.to_path_buf(),
         global,

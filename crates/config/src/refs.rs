@@ -63,6 +63,18 @@ pub struct Refs {
     pub tls: Vec<TlsRef>,
     /// `[access_log] path`, when set (the switch opens it whether or not logging is enabled).
     pub access_log: Option<FileRef>,
+    /// `[oneway] interface`, when one-way is configured: the host must have that interface,
+    /// `CAP_NET_ADMIN` and the kernel features hand-offs need (`cswitch check` reports there).
+    pub oneway: Option<Written<String>>,
+}
+
+/// A value of the config and where it is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written<T> {
+    /// The value.
+    pub value: T,
+    /// Where.
+    pub place: Place,
 }
 
 /// A config file read for `cswitch check`: the validated config or its errors, and what it
@@ -107,5 +119,5 @@ pub(crate) fn collect(
             pairs.map(move |p| TlsRef { listener: listener_name(l), cert: file(&p.cert), key: file(&p.key) })
         })
         .collect();
-    Refs { groups: names, rules, tls, access_log: access_log.map(file) }
+    Refs { groups: names, rules, tls, access_log: access_log.map(file), oneway: None }
 }

@@ -22,6 +22,7 @@ pub fn run(path: &Path) -> ExitCode {
     report.config.extend(refs.tls.iter().filter_map(tls_pair));
     report.config.extend(refs.access_log.iter().filter_map(access_log));
     rule_files(refs, &mut report);
+    report.config.extend(refs.oneway.iter().flat_map(oneway_host));
     // Back in file order, as the config's own diagnostics are.
     report.config.sort_by_key(|d| (d.line, d.col));
     if report.errors() > 0 {
@@ -75,6 +76,13 @@ impl fmt::Display for Report {
             (e, w) => writeln!(f, "{}, {}", plural(e, "error"), plural(w, "warning")),
         }
     }
+}
+
+/// One-way switching needs this host's cooperation: each thing it lacks is an error at
+/// `[oneway] interface`.
+fn oneway_host(interface: &config::Written<String>) -> Vec<Diagnostic> {
+    let missing = oneway::missing(Some(&interface.value));
+    missing.into_iter().map(|m| interface.place.error(format!("one-way: {}", m.what), Some(m.fix))).collect()
 }
 
 /// The pair loaded exactly as the switch loads it. The switch's message starts with the

@@ -151,3 +151,34 @@ fn config_errors_and_rule_errors_come_in_one_report() {
     assert!(!err.contains("unknown group"), "groups come from the file even when it has errors: {err}");
     assert!(err.ends_with("3 errors\n"), "{err}");
 }
+
+/// One-way switching needs the host's cooperation: a missing interface (and, unless root, a
+/// missing CAP_NET_ADMIN) is reported at `[oneway] interface`; `lo` as root passes.
+#[test]
+fn oneway_needs_are_checked_on_this_host() {
+    let dir = tempdir("check-oneway");
+    let text = |iface: &str| {
+        format!(
+            "[oneway]\ninterface = \"{iface}\"\ntoken = \"0123456789abcdef0123\"\n\
+             [[listener]]\nname = \"web\"\nbind = \"127.0.0.1:8080\"\ndefault_group = \"web\"\nmode = \"one-way\"\n\
+             [[group]]\nname = \"web\"\nservers = [ {{ name = \"b1\", addr = \"127.0.0.1:9001\", agent = \"127.0.0.1:9000\", mac = \"02:00:00:00:00:11\" }} ]\n"
+        )
+    };
+    let path = config_file(&dir, &text("csw-absent0"));
+    let err = refused(&check(&path));
+    let at = format!(
+        "{}:2:13: error: one-way: interface `csw-absent0` does not exist on this host",
+        path.display()
+    );
+    assert!(err.contains(&at), "{err}");
+    assert!(err.contains("hint: name the interface client packets arrive on"), "{err}");
+    std::fs::write(&path, text("lo")).unwrap();
+    let out = check(&path);
+    let root = std::env::var_os("CSWITCH_REQUIRE_KERNEL").is_some();
+    if out.status.success() || root {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("lacks CAP_NET_ADMIN"), "{err}");
+    }
+}

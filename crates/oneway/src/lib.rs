@@ -8,14 +8,18 @@
 //!   established connection, [`restore`] it on another socket. The workspace's one module
 //!   with `unsafe` code (raw `getsockopt`/`setsockopt`/`ioctl`), each call with its
 //!   `SAFETY` line.
+//! - `host`: what a host lacks for hand-offs (`CAP_NET_ADMIN`, kernel, interface), for
+//!   `cswitch check`.
 //! - `state`: [`TcpState`], what a dump holds (sequence numbers, options, window,
 //!   timestamp, queues), and its byte encoding for the control channel. Sans-io.
 //!
 //! Still to come (issue 12): the steering table over netlink, the control channel and its
 //! authentication, the switch's hand-off phase and the agent's restore-and-relay.
 
+mod host;
 mod repair;
 mod state;
 
+pub use host::{missing, Missing};
 pub use repair::{dump, enter_repair, leave_repair, restore, RepairError};
 pub use state::{DecodeError, TcpState, Window};
