@@ -12,14 +12,16 @@
 //!   `cswitch check`.
 //! - `state`: [`TcpState`], what a dump holds (sequence numbers, options, window,
 //!   timestamp, queues), and its byte encoding for the control channel. Sans-io.
+//! - `wire`: the control channel's [`Frame`]s and their incremental [`Reader`]. Sans-io.
 //!
-//! Still to come (issue 12): the steering table over netlink, the control channel and its
-//! authentication, the switch's hand-off phase and the agent's restore-and-relay.
+//! Still to come (issue 12): the steering table over netlink, the switch's hand-off phase.
 
 mod host;
 mod repair;
 mod state;
+mod wire;
 
 pub use host::{missing, Missing};
 pub use repair::{dump, enter_repair, leave_repair, restore, RepairError};
 pub use state::{DecodeError, TcpState, Window};
+pub use wire::{Frame, Reader, WireError, MAX_FRAME};
