@@ -11,13 +11,19 @@
 //! the token check, which the switch's receiver uses too), `run.rs` (the reporting thread:
 //! [`spawn`] with an [`AgentConfig`]). The command line (`cswitch agent`, clap) lives in
 //! the binary, `crates/cswitch/src/agent_cli.rs`; this crate needs no argument parser.
+//!
+//! `handoff.rs` (with `handoff/control.rs`, `handoff/relay.rs`) is the other half of the
+//! agent: one-way switching's hand-off server, which restores connections a switch hands
+//! over (`oneway`) and relays them to the local web server with `splice`.
 
 pub mod capacity;
+pub mod handoff;
 pub mod measure;
 pub mod run;
 pub mod wire;
 
 pub use capacity::CapacityFn;
+pub use handoff::{HandoffConfig, HandoffCounts, HandoffServer};
 pub use measure::{Meter, Metric};
 pub use run::{spawn, AgentConfig, AgentHandle};
 pub use wire::{token_matches, Report, WireError};

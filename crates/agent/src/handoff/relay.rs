@@ -1,0 +1,57 @@
+//! Gives a restored client connection to the local web server: two `splice(2)` pumps
+//! through pipes, so the bytes never enter user space (the kernel moves them from one
+//! socket's buffer to the other's). A pump ends at EOF or error and half-closes the other
+//! side; the connection ends when both have.
+
+use rustix::pipe::{pipe, splice, SpliceFlags};
+use std::io;
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// Bytes moved per `splice` call (the pipe's default capacity is 64 KiB).
+const CHUNK: usize = 64 * 1024;
+
+/// Connects to `local` and relays `client` ⇄ local in two threads; logs and closes the
+/// client when the local server cannot be reached.
+pub(super) fn spawn(client: TcpStream, local: SocketAddr, idle: Duration) {
+    let server = match TcpStream::connect_timeout(&local, Duration::from_secs(2)) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(%local, error = %e, "local server unreachable; handed-off connection closed");
+            return;
+        }
+    };
+    let _ = server.set_nodelay(true);
+    for s in [&client, &server] {
+        let _ = s.set_read_timeout(Some(idle));
+    }
+    let pair = client.try_clone().and_then(|c| Ok((c, server.try_clone()?)));
+    let Ok((client2, server2)) = pair else { return };
+    let up = std::thread::Builder::new().name("relay-up".into()).spawn(move || pump(&client, &server));
+    let down = std::thread::Builder::new().name("relay-down".into()).spawn(move || pump(&server2, &client2));
+    if up.is_err() || down.is_err() {
+        tracing::warn!("cannot start relay threads");
+    }
+}
+
+/// Moves bytes `from` → `to` until EOF or error, then half-closes `to`.
+fn pump(from: &TcpStream, to: &TcpStream) {
+    if let Err(e) = splice_all(from, to) {
+        tracing::debug!(error = %e, "relay direction ended");
+    }
+    let _ = to.shutdown(Shutdown::Write);
+}
+
+fn splice_all(from: &TcpStream, to: &TcpStream) -> io::Result<()> {
+    let (pipe_out, pipe_in) = pipe()?;
+    loop {
+        let n = splice(from, None, &pipe_in, None, CHUNK, SpliceFlags::MOVE | SpliceFlags::MORE)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let mut left = n;
+        while left > 0 {
+            left -= splice(&pipe_out, None, to, None, left, SpliceFlags::MOVE | SpliceFlags::MORE)?;
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! The agent's hand-off server with real sockets on loopback: a test "switch" accepts a
+//! client, reads its request, dumps the connection with TCP_REPAIR and hands it over the
+//! control channel; the agent restores it and relays it to a local web server, which
+//! answers the client directly — the request it reads is the one the client sent, and a
+//! second request on the same connection is served too. A wrong token is refused; ABORT
+//! leaves the client's connection silent (no FIN, no reset).
+//!
+//! Needs CAP_NET_ADMIN (TCP_REPAIR): without it the tests say so and pass, unless
+//! `CSWITCH_REQUIRE_KERNEL=1` (`.ci/run`) makes them fail.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+use cswitch_agent::{HandoffConfig, HandoffServer};
+use oneway::{Frame, Reader};
+use socket2::{Domain, Socket, Type};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+const TOKEN: &str = "handoff-test-token-0123";
+
+/// Whether TCP_REPAIR is allowed here (skips, or fails under CSWITCH_REQUIRE_KERNEL).
+fn kernel_allows() -> bool {
+    let probe = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    match oneway::enter_repair(&probe) {
+        Ok(()) => true,
+        Err(e) => {
+            assert!(std::env::var_os("CSWITCH_REQUIRE_KERNEL").is_none(), "TCP_REPAIR: {e}");
+            eprintln!("skipped: TCP_REPAIR needs CAP_NET_ADMIN ({e})");
+            false
+        }
+    }
+}
+
+/// A local web server: answers every request on a connection with a body of `size`
+/// bytes naming the path, keep-alive, until the client closes.
+fn origin(size: usize) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(16) {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while let Ok(n) = conn.read(&mut chunk) {
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                        buf.drain(..end + 4);
+                        let path = head.split(' ').nth(1).unwrap_or("?").to_string();
+                        let body = format!("{path}:{}", "x".repeat(size));
+                        let reply =
+                            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+                        conn.write_all(reply.as_bytes()).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn agent(local: SocketAddr) -> HandoffServer {
+    HandoffServer::start(HandoffConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        token: TOKEN.into(),
+        local,
+        go_timeout: Duration::from_secs(2),
+        idle_timeout: Duration::from_secs(5),
+    })
+    .unwrap()
+}
+
+/// A client connected to a "switch" socket (MSS 1448, as on Ethernet), the switch side
+/// accepted, and the addresses.
+fn client_and_switch() -> (TcpStream, TcpStream, SocketAddr, SocketAddr) {
+    let listener = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    listener.set_mss(1448).unwrap();
+    listener.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into()).unwrap();
+    listener.listen(4).unwrap();
+    let vip = listener.local_addr().unwrap().as_socket().unwrap();
+    let client = TcpStream::connect(vip).unwrap();
+    client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let (switch, client_addr) = listener.accept().unwrap();
+    (client, switch.into(), vip, client_addr.as_socket().unwrap())
+}
+
+/// The switch's side of the channel, authenticated.
+fn control(agent: &HandoffServer, token: &str) -> (TcpStream, Reader) {
+    let mut c = TcpStream::connect(agent.local_addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    send(&mut c, &Frame::Hello { token: token.as_bytes().to_vec() });
+    (c, Reader::default())
+}
+
+fn send(c: &mut TcpStream, f: &Frame) {
+    let mut out = Vec::new();
+    f.encode(&mut out);
+    c.write_all(&out).unwrap();
+}
+
+fn recv(c: &mut TcpStream, r: &mut Reader) -> Frame {
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(f) = r.next_frame().unwrap() {
+            return f;
+        }
+        let n = c.read(&mut buf).unwrap();
+        assert!(n > 0, "control connection closed");
+        r.push(&buf[..n]);
+    }
+}
+
+/// The switch reads the head, dumps the connection and closes its socket silently (one
+/// host: the 4-tuple must be free for the restore), then hands it to the agent.
+fn hand_off(
+    switch: TcpStream,
+    request: &[u8],
+    c: &mut TcpStream,
+    r: &mut Reader,
+    vip: SocketAddr,
+    client: SocketAddr,
+) -> Frame {
+    let mut switch = switch;
+    let mut head = vec![0u8; request.len()];
+    switch.read_exact(&mut head).unwrap();
+    assert_eq!(head, request);
+    oneway::enter_repair(&switch).unwrap();
+    let state = oneway::dump(&switch).unwrap();
+    drop(switch);
+    send(c, &Frame::Handoff { id: 1, vip, client, state, already_read: head });
+    recv(c, r)
+}
+
+fn read_response(client: &mut TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    loop {
+        let n = client.read(&mut buf).unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let len: usize =
+                text.lines().find_map(|l| l.strip_prefix("Content-Length: ")).unwrap().parse().unwrap();
+            if got.len() >= end + 4 + len {
+                return text;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_handed_off_connection_is_answered_by_the_local_server() {
+    if !kernel_allows() {
+        return;
+    }
+    let local = origin(100_000);
+    let agent = agent(local);
+    let (mut c, mut r) = control(&agent, TOKEN);
+    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (mut client, switch, vip, client_addr) = client_and_switch();
+    let request = b"GET /first HTTP/1.1\r\nHost: vip\r\n\r\n";
+    client.write_all(request).unwrap();
+    assert_eq!(hand_off(switch, request, &mut c, &mut r, vip, client_addr), Frame::Ready { id: 1 });
+    send(&mut c, &Frame::Go { id: 1 });
+    let first = read_response(&mut client);
+    assert!(
+        first.starts_with("HTTP/1.1 200 OK\r\n") && first.contains("\r\n\r\n/first:xxx"),
+        "{}",
+        &first[..80]
+    );
+    assert_eq!(first.len(), first.find("\r\n\r\n").unwrap() + 4 + "/first:".len() + 100_000);
+    // Keep-alive: the next request on the same connection reaches the same local server.
+    client.write_all(b"GET /second HTTP/1.1\r\nHost: vip\r\n\r\n").unwrap();
+    assert!(read_response(&mut client).contains("\r\n\r\n/second:"));
+    assert_eq!(agent.counts().served.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn a_wrong_token_is_refused() {
+    let agent = agent(origin(10));
+    let (mut c, mut r) = control(&agent, "not-the-token-at-all");
+    assert_eq!(recv(&mut c, &mut r), Frame::Refused { reason: "token refused".into() });
+    let mut buf = [0u8; 16];
+    assert_eq!(c.read(&mut buf).unwrap(), 0, "closed after the refusal");
+    assert_eq!(agent.counts().refused.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn an_aborted_hand_off_sends_the_client_nothing() {
+    if !kernel_allows() {
+        return;
+    }
+    let agent = agent(origin(10));
+    let (mut c, mut r) = control(&agent, TOKEN);
+    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (mut client, switch, vip, client_addr) = client_and_switch();
+    let request = b"GET /x HTTP/1.1\r\nHost: vip\r\n\r\n";
+    client.write_all(request).unwrap();
+    assert_eq!(hand_off(switch, request, &mut c, &mut r, vip, client_addr), Frame::Ready { id: 1 });
+    send(&mut c, &Frame::Abort { id: 1 });
+    client.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    let mut buf = [0u8; 16];
+    let e = client.read(&mut buf).expect_err("no answer, no FIN");
+    assert!(matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut), "{e}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while agent.counts().aborted.load(Ordering::Relaxed) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(agent.counts().aborted.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn a_restore_that_fails_is_answered_failed() {
+    if !kernel_allows() {
+        return;
+    }
+    let agent = agent(origin(10));
+    let (mut c, mut r) = control(&agent, TOKEN);
+    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (_client, switch, vip, client_addr) = client_and_switch();
+    // The switch dumps but keeps its socket: the 4-tuple is live on this host.
+    oneway::enter_repair(&switch).unwrap();
+    let state = oneway::dump(&switch).unwrap();
+    oneway::leave_repair(&switch, false).unwrap();
+    send(&mut c, &Frame::Handoff { id: 9, vip, client: client_addr, state, already_read: vec![] });
+    match recv(&mut c, &mut r) {
+        Frame::Failed { id: 9, reason } => assert!(reason.contains("connect"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    drop(switch);
+}
