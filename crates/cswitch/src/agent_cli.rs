@@ -8,18 +8,31 @@ use std::time::Duration;
 
 use agent::capacity::DEFAULT_X_MAX;
 use agent::wire::MAX_TOKEN_LEN;
-use agent::{spawn, AgentConfig, CapacityFn, Metric};
+use agent::{spawn, AgentConfig, CapacityFn, HandoffConfig, HandoffServer, Metric};
 
 /// Arguments of `cswitch agent`: report this host's capacity to the switches.
 #[derive(clap::Args, Clone, Debug)]
 pub struct Args {
     /// The address the switches know this server by (its `addr` in their config).
-    #[arg(long, value_name = "ADDR")]
-    pub server: SocketAddr,
+    #[arg(long, value_name = "ADDR", required_unless_present = "handoff_listen")]
+    pub server: Option<SocketAddr>,
 
     /// Where a switch listens for agent reports; repeat for several switches.
-    #[arg(long = "switch", value_name = "ADDR", required = true)]
+    #[arg(long = "switch", value_name = "ADDR", required_unless_present = "handoff_listen")]
     pub switches: Vec<SocketAddr>,
+
+    /// One-way switching: take hand-offs from switches on this address (the server's
+    /// `agent` in their config). Needs CAP_NET_ADMIN.
+    #[arg(long = "handoff-listen", value_name = "ADDR", requires = "local")]
+    pub handoff_listen: Option<SocketAddr>,
+
+    /// The local web server handed-off connections are relayed to.
+    #[arg(long, value_name = "ADDR")]
+    pub local: Option<SocketAddr>,
+
+    /// File holding the hand-off token (`[oneway] token` on the switches).
+    #[arg(long = "handoff-token-file", value_name = "PATH")]
+    pub handoff_token_file: Option<PathBuf>,
 
     /// Load metric: timewait, established, loadavg, cpu or file:PATH.
     #[arg(long, value_name = "METRIC", default_value = "timewait")]
@@ -59,8 +72,30 @@ pub struct Args {
 }
 
 impl Args {
-    /// Checks the arguments and builds the agent's configuration.
+    /// The hand-off server's configuration, when `--handoff-listen` is given.
+    pub fn handoff_config(&self) -> Result<Option<HandoffConfig>, String> {
+        let Some(listen) = self.handoff_listen else { return Ok(None) };
+        let local = self.local.ok_or("--handoff-listen needs --local (the web server to relay to)")?;
+        let path = self.handoff_token_file.as_ref().ok_or("--handoff-listen needs --handoff-token-file")?;
+        let token = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read --handoff-token-file {}: {e}", path.display()))?
+            .trim()
+            .to_string();
+        if token.len() < 16 {
+            return Err("the hand-off token must have at least 16 characters".into());
+        }
+        Ok(Some(HandoffConfig {
+            listen,
+            token,
+            local,
+            go_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(300),
+        }))
+    }
+
+    /// Checks the arguments and builds the reporting agent's configuration.
     pub fn into_config(self) -> Result<AgentConfig, String> {
+        let server = self.server.ok_or("--server is needed to send reports")?;
         check_switches(&self.switches)?;
         if self.port.is_some() && !self.metric.counts_sockets() {
             return Err(format!("--port only applies to timewait and established, not {}", self.metric));
@@ -74,7 +109,7 @@ impl Args {
         let capacity = capacity_fn(self.capacity, self.max_load, self.k)?;
         let token = token(self.token, self.token_file)?;
         Ok(AgentConfig {
-            server: self.server,
+            server,
             switches: self.switches,
             metric: self.metric,
             port_filter: self.port,
@@ -151,6 +186,17 @@ pub fn parse_interval(text: &str) -> Result<Duration, String> {
 /// Runs the agent until it ends by itself (after `--count` rounds), or forever. `main`
 /// calls this after setting up logging.
 pub fn run_blocking(args: Args) -> Result<(), String> {
+    let handoff = match args.handoff_config()? {
+        Some(cfg) => Some(HandoffServer::start(cfg).map_err(|e| format!("cannot start the hand-off server: {e}"))?),
+        None => None,
+    };
+    if args.switches.is_empty() {
+        // Hand-offs only: serve until the process is stopped.
+        if let Some(server) = handoff {
+            server.wait();
+        }
+        return Ok(());
+    }
     let cfg = args.into_config()?;
     let bounded = cfg.count.is_some();
     let handle = spawn(cfg).map_err(|e| format!("cannot start the agent: {e}"))?;
@@ -244,6 +290,25 @@ mod tests {
         }
         let long = format!("{base} --token {}", "x".repeat(MAX_TOKEN_LEN + 1));
         assert_eq!(config(&long).unwrap_err(), "the token is longer than 128 bytes");
+    }
+
+    #[test]
+    fn handoff_flags() {
+        assert!(args("--handoff-listen 127.0.0.1:9000").unwrap_err().contains("--local"));
+        let only = args("--handoff-listen 127.0.0.1:9000 --local 127.0.0.1:8080").unwrap();
+        assert_eq!(only.handoff_config().unwrap_err(), "--handoff-listen needs --handoff-token-file");
+        let path = std::env::temp_dir().join(format!("cswitch-handoff-token-{}", std::process::id()));
+        std::fs::write(&path, "  0123456789abcdef0123\n").unwrap();
+        let a = args(&format!(
+            "--handoff-listen 127.0.0.1:9000 --local 127.0.0.1:8080 --handoff-token-file {}",
+            path.display()
+        ))
+        .unwrap();
+        let cfg = a.handoff_config().unwrap().unwrap();
+        assert_eq!((cfg.token.as_str(), cfg.local.port()), ("0123456789abcdef0123", 8080));
+        std::fs::write(&path, "short").unwrap();
+        assert!(a.handoff_config().unwrap_err().contains("at least 16"));
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]
