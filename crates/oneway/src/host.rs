@@ -1,6 +1,6 @@
 //! What a host needs before it can hand connections off (the switch) or take them (an
 //! agent): `CAP_NET_ADMIN` for `TCP_REPAIR`, a kernel with `TCP_REPAIR_WINDOW` (4.8), and
-//! on the switch the interface its steering hooks. `cswitch check` reports each one missing.
+//! on the switch the interface its steering hooks and `nft` to install the table. `cswitch check` reports each one missing.
 
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -28,6 +28,13 @@ pub fn missing(interface: Option<&str>) -> Vec<Missing> {
         out.push(Missing {
             what: format!("kernel {} has no TCP_REPAIR_WINDOW", release.trim()),
             fix: "run on Linux 4.8 or later".into(),
+        });
+    }
+    let nft = std::process::Command::new("nft").arg("--version").output();
+    if interface.is_some() && !nft.is_ok_and(|o| o.status.success()) {
+        out.push(Missing {
+            what: "`nft` (nftables) is not installed: the switch installs its steering table with it".into(),
+            fix: "apt-get install nftables".into(),
         });
     }
     if let Some(name) = interface.filter(|n| !std::path::Path::new("/sys/class/net").join(n).exists()) {

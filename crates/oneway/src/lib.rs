@@ -12,16 +12,20 @@
 //!   `cswitch check`.
 //! - `state`: [`TcpState`], what a dump holds (sequence numbers, options, window,
 //!   timestamp, queues), and its byte encoding for the control channel. Sans-io.
+//! - `steer`: the switch's steering table (nftables netdev ingress: install once, then
+//!   freeze / flip / unfreeze / forget as one netlink transaction each).
 //! - `wire`: the control channel's [`Frame`]s and their incremental [`Reader`]. Sans-io.
 //!
-//! Still to come (issue 12): the steering table over netlink, the switch's hand-off phase.
+//! Still to come (issue 12): the switch's hand-off phase that drives these.
 
 mod host;
 mod repair;
 mod state;
+mod steer;
 mod wire;
 
 pub use host::{missing, Missing};
 pub use repair::{dump, enter_repair, leave_repair, restore, RepairError};
 pub use state::{DecodeError, TcpState, Window};
+pub use steer::{install as install_steering, remove as remove_steering, ruleset, Steering, TableSpec};
 pub use wire::{Frame, Reader, WireError, MAX_FRAME};

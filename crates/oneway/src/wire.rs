@@ -131,7 +131,8 @@ impl Frame {
         let (&kind, rest) = body.split_first().ok_or(WireError::Malformed("empty"))?;
         let text = |b: &[u8], what| String::from_utf8(b.to_vec()).map_err(|_| WireError::Malformed(what));
         let id = |b: &[u8], what| -> Result<(u64, usize), WireError> {
-            let bytes: [u8; 8] = b.get(..8).and_then(|s| s.try_into().ok()).ok_or(WireError::Malformed(what))?;
+            let bytes: [u8; 8] =
+                b.get(..8).and_then(|s| s.try_into().ok()).ok_or(WireError::Malformed(what))?;
             Ok((u64::from_le_bytes(bytes), 8))
         };
         let only_id = |b: &[u8], what| match id(b, what)? {
