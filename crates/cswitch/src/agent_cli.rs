@@ -187,7 +187,9 @@ pub fn parse_interval(text: &str) -> Result<Duration, String> {
 /// calls this after setting up logging.
 pub fn run_blocking(args: Args) -> Result<(), String> {
     let handoff = match args.handoff_config()? {
-        Some(cfg) => Some(HandoffServer::start(cfg).map_err(|e| format!("cannot start the hand-off server: {e}"))?),
+        Some(cfg) => {
+            Some(HandoffServer::start(cfg).map_err(|e| format!("cannot start the hand-off server: {e}"))?)
+        }
         None => None,
     };
     if args.switches.is_empty() {
