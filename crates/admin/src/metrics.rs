@@ -313,6 +313,8 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
     let out_help = "Times servers were taken out of service, by the checks that did it";
     let agents = "cswitch_agent_reports";
     let agents_help = "Capacity reports from agents, by result";
+    let fallback = "cswitch_handoff_fallbacks";
+    let fallback_help = "One-way hand-offs not made (the connection was served two-way), by reason";
     Some(match c {
         Requests | HealthCheckFailures => return None,
         Accepted => ("cswitch_connections_accepted", "Client connections accepted", None),
@@ -349,6 +351,12 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
             "Responses after which the server sent bytes beyond the message",
             None,
         ),
+        Handoffs => ("cswitch_handoffs", "Connections handed to a server's agent (one-way)", None),
+        HandoffNoAgent => (fallback, fallback_help, Some(("reason", "no_agent"))),
+        HandoffNotDumped => (fallback, fallback_help, Some(("reason", "not_dumped"))),
+        HandoffRefused => (fallback, fallback_help, Some(("reason", "restore_failed"))),
+        HandoffTimeout => (fallback, fallback_help, Some(("reason", "ready_timeout"))),
+        HandoffFlipFailed => (fallback, fallback_help, Some(("reason", "flip_failed"))),
         Reloads => ("cswitch_reloads", "Config reloads and admin edits applied", None),
         ReloadsFailed => ("cswitch_reloads_failed", "Config reloads refused", None),
         // The refusals (`Counter::is_refusal`): per listener, in `encode_listeners`.

@@ -6,14 +6,12 @@
 //! nftables (`CSWITCH_REQUIRE_KERNEL=1` turns their absence into a failure).
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
-mod netns;
-
 use cswitch_oneway::Steering;
-use netns::{ip_of, mac_of, Testbed, VIP};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
+use testkit::netns::{self, ip_of, mac_of, Testbed, VIP};
 
 const TABLE: &str = "cswtest";
 

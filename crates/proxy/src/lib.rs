@@ -12,6 +12,8 @@
 //!   admission, the protocol dispatch), `explain` (how a request would be routed);
 //! - the wings: `http/` (the request phases), `mail/` (SMTP, POP3, IMAP), `tls/`
 //!   (passthrough, certificates), `health/` (the control loop and its checks);
+//! - `handoff/`: one-way switching's hand-off of a routed connection to a server's agent
+//!   (freeze, dump, ship, flip, GO; two-way on any failure), used by the HTTP wing;
 //! - what every wing uses: `upstream/` (the one routing decision, pick, queue, connect,
 //!   pool, pre-allocation, passive health, tunnel) and `observe/` (the end-of-request
 //!   record, the access log, the admin views);
@@ -22,6 +24,7 @@
 mod accept;
 pub mod explain;
 mod floor;
+mod handoff;
 mod health;
 mod http;
 mod mail;

@@ -144,10 +144,8 @@ impl Switch {
         let workers = worker_count(&config);
         let (addrs, sockets) = bind_all(&config, workers)?;
         let log = Arc::new(LogOutput::open(&config.access_log)?);
-        for l in config.listeners.iter().filter(|l| l.mode == config::Mode::OneWay) {
-            // Said at start so nobody believes a listener hands off when it does not yet.
-            tracing::warn!(listener = %l.name, "mode = \"one-way\": the hand-off is not wired into the switch yet; serving two-way");
-        }
+        crate::handoff::steering::install(&config)
+            .map_err(|e| io::Error::new(e.kind(), format!("one-way steering table: {e}")))?;
         let sticky_lifetime = config.timeouts.sticky_ip;
         let tls_lifetime = config.timeouts.tls_session;
         let agents = bind_agents(&config)?;
@@ -382,6 +380,7 @@ impl Switch {
         for t in threads {
             let _ = t.join();
         }
+        crate::handoff::steering::remove();
     }
 }
 

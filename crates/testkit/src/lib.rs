@@ -11,6 +11,8 @@
 //! - `ws.rs`: the WebSocket echo endpoint and frame helpers for clients.
 //! - `client.rs`: [`RawClient`], [`Response`] and the one-shot [`get`].
 //! - `wire.rs`: the HTTP/1.1 head and body reader both sides use.
+//! - `netns.rs`: [`netns::Testbed`], network namespaces on a bridge for kernel tests
+//!   (one-way switching), removed on drop.
 //!
 //! Every origin response carries `X-Origin: <name>`. Paths: any other path answers 200
 //! `"<name> <METHOD> <path>\n"`; `/index.html`, `/img/a.gif`, `/cgi/xmlprocess.pl` (the
@@ -21,6 +23,7 @@
 //! `/ws` (WebSocket echo).
 
 mod client;
+pub mod netns;
 mod origin;
 mod routes;
 mod seen;

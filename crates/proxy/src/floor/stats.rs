@@ -128,6 +128,19 @@ counters! {
     /// Responses after which the server sent bytes beyond the message (its connection
     /// is closed, never pooled).
     ServerExtraBytes => "server_extra_bytes",
+    /// One-way: connections handed to a server's agent (the server answers the client).
+    Handoffs => "handoffs",
+    /// One-way: hand-offs not made, served two-way instead: no control connection to the
+    /// agent (unreachable, or it refused the token).
+    HandoffNoAgent => "handoff_no_agent",
+    /// One-way fallback: the connection could not be frozen or dumped (repair mode, steering).
+    HandoffNotDumped => "handoff_not_dumped",
+    /// One-way fallback: the agent could not restore the connection (answered FAILED).
+    HandoffRefused => "handoff_refused",
+    /// One-way fallback: no READY within `handoff_timeout`.
+    HandoffTimeout => "handoff_timeout",
+    /// One-way fallback: the steering flip failed.
+    HandoffFlipFailed => "handoff_flip_failed",
 }
 
 impl Counter {

@@ -21,14 +21,24 @@ impl<'a> Txn<'a> {
     /// Forwards the request to a server of the decided group; true when the client
     /// connection stays open.
     pub(super) async fn forward(&mut self, d: &Decision, body: &BodyScanner) -> bool {
+        let mut tried = Tried::default();
+        let first = self.choose(d, &tried);
+        // One-way: the connection goes to the first choice's agent with the request as
+        // the client sent it, before the head is rewritten for forwarding.
+        if let Some(index) = first {
+            if let Some(keep) = self.try_hand_off(d.group, index).await {
+                self.note_choice(d, index, 0);
+                return keep;
+            }
+        }
         self.write_forwarded_head();
         let retries = self.snap.config.limits.retries;
         // Replaying is safe for an idempotent request whose whole body (if any) is here.
         let replayable = self.s.req.idempotent && self.s.body_complete;
-        let mut tried = Tried::default();
         let mut last = Failure::internal(NO_SERVER);
         for attempt in 0..=retries {
-            let Some(index) = self.choose(d, &tried) else {
+            let chosen = if attempt == 0 { first } else { self.choose(d, &tried) };
+            let Some(index) = chosen else {
                 if attempt == 0 {
                     self.worker.shared.stats.inc(Counter::NoServer);
                 }

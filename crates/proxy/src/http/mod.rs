@@ -15,6 +15,7 @@
 mod client;
 mod exchange;
 mod forward;
+mod handoff;
 pub mod head;
 mod log_notes;
 mod reply;

@@ -77,6 +77,14 @@ impl Testbed {
     }
 }
 
+impl Testbed {
+    /// Whether `argv` succeeds inside host `name`.
+    pub fn try_ok(&self, name: &str, argv: &[&str]) -> bool {
+        let ns = self.ns(name);
+        Command::new("ip").args(["netns", "exec", &ns]).args(argv).output().is_ok_and(|o| o.status.success())
+    }
+}
+
 impl Drop for Testbed {
     fn drop(&mut self) {
         for ns in self.hosts.iter().rev() {

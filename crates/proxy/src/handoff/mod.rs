@@ -1,0 +1,129 @@
+//! One-way switching's hand-off (issue 12; spike §3.2, §6), the switch's side: once a
+//! request is routed to a server that has an agent, the connection is frozen in the
+//! datapath, dumped with `TCP_REPAIR`, shipped to the agent, and — when the agent answers
+//! READY — steered to the server and let go (GO); the switch's socket is then closed in
+//! repair mode, which sends nothing. Every failure before GO unfreezes the flow, leaves
+//! repair mode without a window probe and returns the reason: the caller serves the
+//! request two-way, so a failed hand-off never fails a request.
+//!
+//! - `control`: the per-worker pool of authenticated control connections to agents.
+//! - `steering`: the per-worker netlink handle on the steering table, and the table's
+//!   installation at start.
+
+mod control;
+pub mod steering;
+
+use crate::floor::stats::Counter;
+use oneway::Frame;
+use std::net::{SocketAddr, SocketAddrV4};
+use tokio::net::TcpStream;
+
+/// What a hand-off needs to know.
+pub struct Ask<'a> {
+    /// The client's socket (plain TCP, its request read).
+    pub client: &'a TcpStream,
+    /// Every byte the switch read from the client and the server must see, in order.
+    pub already_read: &'a [u8],
+    /// The server's agent and MAC.
+    pub target: config::Handoff,
+    /// `[oneway]`.
+    pub oneway: &'a config::OneWay,
+}
+
+/// Hands the connection off. `Ok`: the agent serves it; drop the socket without writing
+/// to it. `Err`: not handed off (the counter says why); the socket is as it was.
+pub async fn hand_off(ask: &Ask<'_>) -> Result<(), Counter> {
+    let (client, vip) = match (ask.client.peer_addr(), ask.client.local_addr()) {
+        (Ok(SocketAddr::V4(c)), Ok(SocketAddr::V4(v))) => (c, v),
+        _ => return Err(Counter::HandoffNotDumped),
+    };
+    let timeout = ask.oneway.handoff_timeout;
+    let mut ctl =
+        control::take(ask.target.agent, &ask.oneway.token, timeout).await.ok_or(Counter::HandoffNoAgent)?;
+    let state = freeze_and_dump(ask, client)?;
+    let id = control::next_id();
+    let frame = Frame::Handoff {
+        id,
+        vip: vip.into(),
+        client: client.into(),
+        state,
+        already_read: ask.already_read.to_vec(),
+    };
+    let answer = ctl.exchange(&frame, timeout).await;
+    let result = match answer {
+        Some(Frame::Ready { id: got }) if got == id => flip(ask, client, &mut ctl, id).await,
+        Some(Frame::Failed { reason, .. }) => {
+            tracing::info!(%client, agent = %ask.target.agent, %reason, "hand-off refused by the agent; served two-way");
+            Err(Counter::HandoffRefused)
+        }
+        _ => {
+            // No answer in time: tell the agent to drop whatever it restored (silently).
+            let _ = ctl.send(&Frame::Abort { id }).await;
+            Err(Counter::HandoffTimeout)
+        }
+    };
+    match result {
+        Ok(()) => control::give(ask.target.agent, ctl),
+        Err(_) => {
+            thaw(ask.client, client);
+            if answer_was_clean(&result) {
+                control::give(ask.target.agent, ctl);
+            }
+        }
+    }
+    result
+}
+
+/// Repair mode, then the freeze (a repaired socket still receives: P1), then the dump.
+fn freeze_and_dump(ask: &Ask<'_>, client: SocketAddrV4) -> Result<oneway::TcpState, Counter> {
+    oneway::enter_repair(ask.client).map_err(|e| not_dumped("repair mode", &e))?;
+    if let Err(e) = steering::with(|s| s.freeze(client)) {
+        let _ = oneway::leave_repair(ask.client, false);
+        return Err(not_dumped("freeze", &e));
+    }
+    oneway::dump(ask.client).map_err(|e| {
+        thaw(ask.client, client);
+        not_dumped("dump", &e)
+    })
+}
+
+/// READY came: steer the flow to the server (one transaction), then GO.
+async fn flip(
+    ask: &Ask<'_>,
+    client: SocketAddrV4,
+    ctl: &mut control::Control,
+    id: u64,
+) -> Result<(), Counter> {
+    if let Err(e) = steering::with(|s| s.flip(client, ask.target.mac)) {
+        tracing::warn!(%client, error = %e, "steering flip failed; served two-way");
+        let _ = ctl.send(&Frame::Abort { id }).await;
+        return Err(Counter::HandoffFlipFailed);
+    }
+    if ctl.send(&Frame::Go { id }).await.is_err() {
+        // The channel broke between READY and GO: steer the flow back (the agent drops a
+        // restore that gets no GO) and serve it here.
+        tracing::warn!(%client, agent = %ask.target.agent, "GO not sent: control connection lost after READY");
+        let _ = steering::with(|s| s.forget(client));
+        return Err(Counter::HandoffFlipFailed);
+    }
+    Ok(())
+}
+
+/// Undo: unfreeze, leave repair mode without a window probe.
+fn thaw(sock: &TcpStream, client: SocketAddrV4) {
+    if let Err(e) = steering::with(|s| s.unfreeze(client)) {
+        tracing::warn!(%client, error = %e, "unfreeze failed; the flow thaws when its frozen entry times out (5 s)");
+    }
+    let _ = oneway::leave_repair(sock, false);
+}
+
+/// Whether the control connection is still in step after `result` (a late READY could
+/// still arrive on a timed-out one: that one is dropped).
+fn answer_was_clean(result: &Result<(), Counter>) -> bool {
+    matches!(result, Err(Counter::HandoffRefused))
+}
+
+fn not_dumped(step: &str, e: &dyn std::fmt::Display) -> Counter {
+    tracing::warn!(step, error = %e, "hand-off not made; served two-way");
+    Counter::HandoffNotDumped
+}

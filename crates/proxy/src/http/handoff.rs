@@ -1,0 +1,52 @@
+//! Phase "hand-off" (one-way listeners, issue 12): before the head is rewritten and the
+//! first connect, a request
+//! whose server has an agent is not forwarded — its whole connection is handed to that
+//! agent (`crate::handoff`), which gives it to the server, and the server answers the
+//! client directly. When the hand-off cannot be made the request goes on two-way.
+
+use crate::floor::snapshot::Snapshot;
+use crate::floor::stream::ClientStream;
+use crate::handoff;
+use crate::http::txn::Txn;
+
+impl Txn<'_> {
+    /// `Some(false)`: handed off, the connection is no longer the switch's (close it
+    /// without a word: it is in repair mode). `None`: serve it two-way.
+    pub(super) async fn try_hand_off(&mut self, group: usize, index: usize) -> Option<bool> {
+        let l = &self.snap.config.listeners[self.listener];
+        // A body still arriving would race the hand-off (spike P2): only whole requests move.
+        if l.mode != config::Mode::OneWay || !self.s.body_complete {
+            return None;
+        }
+        let oneway = self.snap.config.oneway.as_ref()?;
+        let target = target(self.snap, group, index)?;
+        let ClientStream::Plain(tcp) = &self.client.stream else { return None };
+        let buf = self.client.buf.as_ref()?;
+        // What the client sent and the switch read, in order: the head, the body moved
+        // aside for the rules, and any pipelined bytes after them.
+        let (bytes, head_len) = (buf.filled(), self.s.req.head_len);
+        let mut already_read = Vec::with_capacity(bytes.len() + self.s.held.len());
+        already_read.extend_from_slice(&bytes[..head_len]);
+        already_read.extend_from_slice(&self.s.held);
+        already_read.extend_from_slice(&bytes[head_len..]);
+        let ask = handoff::Ask { client: tcp, already_read: &already_read, target, oneway };
+        match handoff::hand_off(&ask).await {
+            Ok(()) => {
+                self.worker.shared.stats.inc(crate::floor::stats::Counter::Handoffs);
+                Some(false)
+            }
+            Err(reason) => {
+                self.worker.shared.stats.inc(reason);
+                None
+            }
+        }
+    }
+}
+
+/// The agent of server `index` of `group`, from the config in force.
+fn target(snap: &Snapshot, group: usize, index: usize) -> Option<config::Handoff> {
+    let g = snap.group(group);
+    let name = &g.servers.get(index)?.name;
+    let group_cfg = snap.config.groups.iter().find(|c| c.name == g.name)?;
+    group_cfg.servers.iter().find(|s| &s.name == name)?.handoff
+}
