@@ -28,7 +28,10 @@ impl Testbed {
     /// Creates the bridge and `hosts` (name, last octet); the first named `sw` gets the
     /// VIP, every `b*` gets it on `lo` with the ARP settings of direct server return.
     pub fn new(hosts: &[(&str, u8)]) -> Testbed {
-        let prefix = format!("csw{}", std::process::id() % 100_000);
+        // Unique per testbed: tests of one binary run at once in one process.
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let prefix = format!("csw{}x{n}", std::process::id() % 100_000);
         let mut bed = Testbed { prefix, hosts: Vec::new() };
         let br = bed.ns("br");
         sh(&["ip", "netns", "add", &br]);
