@@ -113,10 +113,12 @@ impl Steering {
     }
 
     /// One transaction: the client's packets go to `server_mac`, and are neither fresh
-    /// nor frozen any more.
+    /// nor frozen any more. An entry left by an earlier connection on the same client port
+    /// (to another server) is replaced: adding a key that maps elsewhere would fail.
     pub fn flip(&mut self, client: SocketAddrV4, server_mac: [u8; 6]) -> io::Result<()> {
         let k = key(client);
         self.nl.run(&[
+            netlink::Op::destroy("flows", k),
             netlink::Op::add("flows", k, Some(server_mac.to_vec())),
             netlink::Op::destroy("fresh", k),
             netlink::Op::destroy("frozen", k),

@@ -191,11 +191,17 @@ fn freeze_unfreeze_flip_and_forget_steer_a_live_flow() {
     assert_eq!(server.line(Duration::from_millis(300)), None, "a steered flow no longer reaches the switch");
     let flows = bed.run("sw", &["nft", "list", "map", "netdev", TABLE, "flows"]);
     assert!(String::from_utf8_lossy(&flows.stdout).contains(&mac_of(11)), "the flow is in the map");
+    // A second flip of the same client port to another server replaces the entry.
+    steer(&bed, "sw", &["flip", &flow, &mac_of(12)]);
+    let flows =
+        String::from_utf8_lossy(&bed.run("sw", &["nft", "list", "map", "netdev", TABLE, "flows"]).stdout)
+            .to_string();
+    assert!(flows.contains(&mac_of(12)) && !flows.contains(&mac_of(11)), "{flows}");
 
     // Forgotten: gone from the map (and a second forget is not an error).
     steer(&bed, "sw", &["forget", &flow]);
     steer(&bed, "sw", &["forget", &flow]);
     let flows = bed.run("sw", &["nft", "list", "map", "netdev", TABLE, "flows"]);
-    assert!(!String::from_utf8_lossy(&flows.stdout).contains(&mac_of(11)), "the flow left the map");
+    assert!(!String::from_utf8_lossy(&flows.stdout).contains(&mac_of(12)), "the flow left the map");
     steer(&bed, "sw", &["remove"]);
 }

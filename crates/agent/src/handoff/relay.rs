@@ -21,7 +21,10 @@ pub(super) fn spawn(client: TcpStream, local: SocketAddr, idle: Duration) {
             return;
         }
     };
+    // Both ways: a response spliced in two writes (head, then body) would otherwise wait
+    // for the client's delayed ACK (Nagle): 40 ms per keep-alive request.
     let _ = server.set_nodelay(true);
+    let _ = client.set_nodelay(true);
     for s in [&client, &server] {
         let _ = s.set_read_timeout(Some(idle));
     }
@@ -45,13 +48,15 @@ fn pump(from: &TcpStream, to: &TcpStream) {
 fn splice_all(from: &TcpStream, to: &TcpStream) -> io::Result<()> {
     let (pipe_out, pipe_in) = pipe()?;
     loop {
-        let n = splice(from, None, &pipe_in, None, CHUNK, SpliceFlags::MOVE | SpliceFlags::MORE)?;
+        let n = splice(from, None, &pipe_in, None, CHUNK, SpliceFlags::MOVE)?;
         if n == 0 {
             return Ok(());
         }
         let mut left = n;
         while left > 0 {
-            left -= splice(&pipe_out, None, to, None, left, SpliceFlags::MOVE | SpliceFlags::MORE)?;
+            // No SPLICE_F_MORE: on a socket it corks the segment (up to 200 ms) waiting for
+            // more, and the end of a response would wait for it.
+            left -= splice(&pipe_out, None, to, None, left, SpliceFlags::MOVE)?;
         }
     }
 }
