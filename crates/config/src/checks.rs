@@ -113,3 +113,52 @@ fn references(sink: &mut Sink, listeners: &[ListenerDraft], groups: &[GroupDraft
         sink.error(&wanted.span, &wanted.key, message, hint);
     }
 }
+
+/// A one-way listener needs `[oneway]`, HTTP without TLS termination, and at least one
+/// server with an agent in its default group. `section_written`: `[oneway]` is in the file
+/// (when it is there but invalid, its own error is the one to read).
+pub(crate) fn oneway_listeners(
+    listeners: &[ListenerDraft],
+    groups: &[GroupDraft],
+    section_written: bool,
+    sink: &mut Sink,
+) {
+    for l in listeners {
+        let Some(mode) = l.mode.as_ref().filter(|m| m.value == crate::Mode::OneWay) else { continue };
+        let fail = |sink: &mut Sink, message: String, hint: &str| {
+            sink.error(&mode.span, &mode.key, message, Some(hint.to_string()));
+        };
+        if l.protocol != crate::Protocol::Http {
+            fail(
+                sink,
+                format!("mode = \"one-way\" is built for protocol = \"http\", not \"{}\"", l.protocol.name()),
+                "remove `mode` (two-way)",
+            );
+        } else if l.tls.is_some() {
+            fail(
+                sink,
+                "a listener that terminates TLS stays two-way (the TLS session cannot move)".into(),
+                "remove `mode`, or `tls`",
+            );
+        } else if !section_written {
+            fail(
+                sink,
+                "mode = \"one-way\" needs a [oneway] section".into(),
+                "add [oneway] with interface and token_file",
+            );
+        } else if !default_group_has_agent(l, groups) {
+            let group = l.default_group.as_ref().map_or("", |g| g.value.as_str());
+            fail(
+                sink,
+                format!("no server of group `{group}` has an agent to hand connections to"),
+                "give its servers agent = \"IP:port\" and mac = \"…\" (where `cswitch agent --handoff-listen` runs)",
+            );
+        }
+    }
+}
+
+fn default_group_has_agent(l: &ListenerDraft, groups: &[GroupDraft]) -> bool {
+    let Some(name) = &l.default_group else { return true };
+    let group = groups.iter().find(|g| g.name.as_ref().is_some_and(|n| n.value == name.value));
+    group.is_none_or(|g| g.servers.iter().any(|s| s.agent_written))
+}

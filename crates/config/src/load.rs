@@ -68,7 +68,7 @@ fn walk(root: &Table, sink: &mut Sink, path: &Path) -> (Config, Refs) {
     let agents = endpoints::agents(root, sink, base);
     let oneway = crate::oneway::section(root, sink, base);
     checks::run(&listeners, &groups, admin.as_ref(), sink);
-    crate::oneway::check(&listeners, &groups, root.has("oneway"), sink);
+    checks::oneway_listeners(&listeners, &groups, root.has("oneway"), sink);
     let mut refs = refs::collect(sink, &listeners, &groups, access_log_path.as_ref());
     refs.oneway = oneway.as_ref().map(|o| refs::Written {
         value: o.value.interface.clone(),
