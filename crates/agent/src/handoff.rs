@@ -61,7 +61,6 @@ impl HandoffServer {
     pub fn start(cfg: HandoffConfig) -> io::Result<HandoffServer> {
         let listener = TcpListener::bind(cfg.listen)?;
         let addr = listener.local_addr()?;
-        listener.set_nonblocking(true)?;
         let counts = Arc::new(HandoffCounts::default());
         let stop = Arc::new(AtomicBool::new(false));
         let local = cfg.local;
@@ -96,6 +95,8 @@ impl HandoffServer {
 impl Drop for HandoffServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        // Wake the blocking accept so the loop sees the flag.
+        let _ = std::net::TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -120,7 +121,6 @@ fn accept_loop(
                     tracing::warn!(error = %e, "cannot start a control thread");
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(100)),
             Err(e) => {
                 tracing::warn!(error = %e, "hand-off accept failed");
                 std::thread::sleep(Duration::from_millis(100));
