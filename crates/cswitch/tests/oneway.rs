@@ -233,3 +233,29 @@ fn hand_offs_under_concurrent_load_lose_nothing() {
     assert_eq!(handed + fell.iter().sum::<u64>(), 320, "each request handed off or served two-way: {fell:?}");
     assert!(handed >= 312, "{handed} of 320 handed off; fallbacks by reason {reasons:?}: {fell:?}");
 }
+
+/// The same client port again right after a close (spike P11): the new connection's SYN
+/// marks it fresh (the old steering entry does not capture it), the server host's restore
+/// takes over the previous connection's TIME_WAIT, and both answers arrive byte for byte,
+/// both handed off.
+#[test]
+fn a_client_port_reused_at_once_is_handed_off_again() {
+    if !netns::available() {
+        return;
+    }
+    let d = deploy("oneway-reuse");
+    let script = format!(
+        "import hashlib, http.client\n\
+         want = hashlib.sha256(open('{}', 'rb').read()).hexdigest()\n\
+         for _ in range(2):\n\
+         \tc = http.client.HTTPConnection('{VIP}', 80, timeout=10, source_address=('{}', 41000))\n\
+         \tc.request('GET', '/big.bin', headers={{'Connection': 'close'}})\n\
+         \tbody = c.getresponse().read(); c.close()\n\
+         \tprint(hashlib.sha256(body).hexdigest() == want)",
+        d.www.join("big.bin").display(),
+        ip_of(10)
+    );
+    let out = d.bed.run("cl", &["python3", "-c", &script]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "True\nTrue\n");
+    assert_eq!(metric(&d.bed, "cswitch_handoffs_total"), 2, "both connections handed off");
+}
