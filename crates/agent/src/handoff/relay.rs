@@ -11,9 +11,18 @@ use std::time::Duration;
 /// Bytes moved per `splice` call (the pipe's default capacity is 64 KiB).
 const CHUNK: usize = 64 * 1024;
 
-/// Connects to `local` and relays `client` ⇄ local in two threads; logs and closes the
-/// client when the local server cannot be reached.
+/// Connects to `local` and relays `client` ⇄ local, on threads of their own: the control
+/// thread that calls this must not wait for the local server's accept (a full listen
+/// backlog costs a SYN retransmission, a second), or the next hand-off's READY would be
+/// late. Logs and closes the client when the local server cannot be reached.
 pub(super) fn spawn(client: TcpStream, local: SocketAddr, idle: Duration) {
+    let started = std::thread::Builder::new().name("relay".into()).spawn(move || relay(client, local, idle));
+    if started.is_err() {
+        tracing::warn!("cannot start a relay thread; handed-off connection closed");
+    }
+}
+
+fn relay(client: TcpStream, local: SocketAddr, idle: Duration) {
     let server = match TcpStream::connect_timeout(&local, Duration::from_secs(2)) {
         Ok(s) => s,
         Err(e) => {
@@ -30,11 +39,12 @@ pub(super) fn spawn(client: TcpStream, local: SocketAddr, idle: Duration) {
     }
     let pair = client.try_clone().and_then(|c| Ok((c, server.try_clone()?)));
     let Ok((client2, server2)) = pair else { return };
-    let up = std::thread::Builder::new().name("relay-up".into()).spawn(move || pump(&client, &server));
     let down = std::thread::Builder::new().name("relay-down".into()).spawn(move || pump(&server2, &client2));
-    if up.is_err() || down.is_err() {
-        tracing::warn!("cannot start relay threads");
+    if down.is_err() {
+        tracing::warn!("cannot start a relay thread");
+        return;
     }
+    pump(&client, &server);
 }
 
 /// Moves bytes `from` → `to` until EOF or error, then half-closes `to`.
