@@ -62,6 +62,7 @@ mod walk;
 pub use diag::{Diagnostic, Diagnostics, Place};
 pub use diff::{diff, Change};
 pub use model::*;
+pub use oneway::parse_mac;
 pub use refs::{FileRef, Inspection, Refs, RulesRef, TlsRef, Written};
 
 use std::path::Path;

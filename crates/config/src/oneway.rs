@@ -91,8 +91,8 @@ pub(crate) fn handoff(t: &Table, sink: &mut Sink) -> Option<Handoff> {
     Some(Handoff { agent: agent_addr, mac: mac_bytes })
 }
 
-/// `aa:bb:cc:dd:ee:ff`.
-pub(crate) fn parse_mac(text: &str) -> Option<[u8; 6]> {
+/// `aa:bb:cc:dd:ee:ff` (also how `/sys/class/net/*/address` writes it).
+pub fn parse_mac(text: &str) -> Option<[u8; 6]> {
     let mut out = [0u8; 6];
     let mut parts = text.split(':');
     for byte in &mut out {

@@ -67,13 +67,6 @@ pub fn remove() {
 fn interface_mac(iface: &str) -> io::Result<[u8; 6]> {
     let text = std::fs::read_to_string(format!("/sys/class/net/{iface}/address"))
         .map_err(|e| io::Error::new(e.kind(), format!("interface {iface}: {e}")))?;
-    let mut mac = [0u8; 6];
-    let mut parts = text.trim().split(':');
-    for b in &mut mac {
-        *b = parts
-            .next()
-            .and_then(|p| u8::from_str_radix(p, 16).ok())
-            .ok_or_else(|| io::Error::other("bad MAC"))?;
-    }
-    Ok(mac)
+    config::parse_mac(text.trim())
+        .ok_or_else(|| io::Error::other(format!("interface {iface}: bad MAC {text:?}")))
 }
