@@ -1,0 +1,194 @@
+//! The one-way testbed shared by the one-way test files: processes in namespaces (killed on
+//! drop, their stderr readable), the web server, the agent and the switch of a deployment,
+//! and what the tests measure (the client's fetch, the switch interface's counters, the
+//! switch's metrics). Each test file builds the deployment it needs from these parts.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+#![allow(dead_code)] // each test file uses part of this
+
+use super::common::tempdir;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use testkit::netns::{ip_of, mac_of, Testbed, VIP};
+
+pub const TOKEN: &str = "oneway-test-token-0123456789";
+pub const SIZE: usize = 300_000;
+
+/// A process in a namespace, killed on drop; its stderr lines.
+pub struct Proc {
+    pub child: Child,
+    pub lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Proc {
+    pub fn spawn(bed: &Testbed, host: &str, argv: &[&str]) -> Proc {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &bed.ns(host)])
+            .args(argv)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let err = child.stderr.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Proc { child, lines }
+    }
+
+    pub fn wait_for(&self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut seen = Vec::new();
+        while Instant::now() < deadline {
+            match self.lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(l) if l.contains(needle) => return,
+                Ok(l) => seen.push(l),
+                Err(_) => {}
+            }
+        }
+        panic!("no `{needle}` within 10 s:\n{}", seen.join("\n"));
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The switch, the server host's web server and agent, and the file the client fetches.
+pub struct Deployment {
+    pub bed: Testbed,
+    pub dir: std::path::PathBuf,
+    pub www: std::path::PathBuf,
+    pub switch: Proc,
+    pub agent: Option<Proc>,
+    pub web: Proc,
+    pub body: Vec<u8>,
+}
+
+/// One server host `b1` (10.201.0.11) with `http.server` on 8080 and an agent on 9000, the
+/// switch with one one-way listener on the VIP's port 80.
+pub fn deploy(tag: &str) -> Deployment {
+    let bed = Testbed::new(&[("cl", 10), ("sw", 2), ("b1", 11)]);
+    let dir = tempdir(tag);
+    let body = write_site(&dir);
+    let web = start_web(&bed, "b1", &dir.join("www"));
+    let agent = start_agent(&bed, "b1", 11, &dir, &["--local", "127.0.0.1:8080"]);
+    let config = format!(
+        "{}[[listener]]\nname = \"web\"\nbind = \"{VIP}:80\"\ndefault_group = \"web\"\nmode = \"one-way\"\n\
+         [[group]]\nname = \"web\"\nservers = [ {} ]\n",
+        switch_preamble(),
+        server_entry("b1", 11, 8080)
+    );
+    let switch = start_switch(&bed, &dir, &config);
+    wait_for_web_on(&bed, "b1");
+    Deployment { bed, www: dir.join("www"), dir, switch, agent: Some(agent), web, body }
+}
+
+/// Writes `www/big.bin` (`SIZE` bytes, not periodic within a page) and the token file
+/// under `dir`; the body.
+pub fn write_site(dir: &std::path::Path) -> Vec<u8> {
+    let www = dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    let body: Vec<u8> = (0..SIZE).map(|i| b"0123456789abcdef"[i % 16] ^ (i / 4096) as u8).collect();
+    std::fs::write(www.join("big.bin"), &body).unwrap();
+    std::fs::write(dir.join("token"), TOKEN).unwrap();
+    body
+}
+
+/// Python's `http.server` on port 8080 of `host`, serving `www`.
+pub fn start_web(bed: &Testbed, host: &str, www: &std::path::Path) -> Proc {
+    let www = www.to_string_lossy().to_string();
+    Proc::spawn(
+        bed,
+        host,
+        &["python3", "-m", "http.server", "8080", "--bind", "0.0.0.0", "--directory", &www],
+    )
+}
+
+/// `cswitch agent --handoff-listen 10.201.0.N:9000` on `host` with the token of `dir` and
+/// `extra` arguments (`--local …`); returns once it listens.
+pub fn start_agent(bed: &Testbed, host: &str, n: u8, dir: &std::path::Path, extra: &[&str]) -> Proc {
+    let token = dir.join("token").to_string_lossy().to_string();
+    let listen = format!("{}:9000", ip_of(n));
+    let mut argv = vec![env!("CARGO_BIN_EXE_cswitch"), "agent", "--handoff-listen", &listen];
+    argv.extend(["--handoff-token-file", &token]);
+    argv.extend(extra);
+    let agent = Proc::spawn(bed, host, &argv);
+    agent.wait_for("hand-off server listening");
+    agent
+}
+
+/// The config's `[global]`, `[access_log]`, `[admin]` (127.0.0.1:9900) and `[oneway]`
+/// (eth0, the token file, 500 ms hand-off timeout) sections.
+pub fn switch_preamble() -> String {
+    "[global]\nworkers = 1\ngrace_period = \"1s\"\n[access_log]\nenabled = false\n\
+     [admin]\nbind = \"127.0.0.1:9900\"\n\
+     [oneway]\ninterface = \"eth0\"\ntoken_file = \"token\"\nhandoff_timeout = \"500ms\"\n"
+        .to_string()
+}
+
+/// A server entry for host 10.201.0.N with its agent on port 9000 and its MAC.
+pub fn server_entry(name: &str, n: u8, port: u16) -> String {
+    format!(
+        "{{ name = \"{name}\", addr = \"{}:{port}\", agent = \"{}:9000\", mac = \"{}\" }}",
+        ip_of(n),
+        ip_of(n),
+        mac_of(n)
+    )
+}
+
+/// `cswitch run` in `sw` with `config` written to `dir/cswitch.toml`; returns once it
+/// listens.
+pub fn start_switch(bed: &Testbed, dir: &std::path::Path, config: &str) -> Proc {
+    let path = dir.join("cswitch.toml");
+    std::fs::write(&path, config).unwrap();
+    let bin = env!("CARGO_BIN_EXE_cswitch");
+    let switch = Proc::spawn(bed, "sw", &[bin, "run", "--config", &path.to_string_lossy()]);
+    switch.wait_for("listening");
+    switch
+}
+
+/// http.server on `host` takes a moment to bind.
+pub fn wait_for_web_on(bed: &Testbed, host: &str) {
+    let probe = "import socket,sys\ntry:\n  socket.create_connection(('127.0.0.1',8080),1)\nexcept OSError:\n  sys.exit(1)";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !bed.try_ok(host, &["python3", "-c", probe]) {
+        assert!(Instant::now() < deadline, "web server not up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The client fetches `/big.bin` from the VIP: the body it got.
+pub fn fetch(bed: &Testbed) -> Vec<u8> {
+    let script = format!(
+        "import sys, urllib.request\nr = urllib.request.urlopen('http://{VIP}/big.bin', timeout=10)\n\
+         sys.stdout.buffer.write(r.read())"
+    );
+    bed.run("cl", &["python3", "-c", &script]).stdout
+}
+
+/// Bytes the switch's interface has sent.
+pub fn switch_tx_bytes(bed: &Testbed) -> u64 {
+    let out = bed.run("sw", &["cat", "/sys/class/net/eth0/statistics/tx_bytes"]);
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// A counter from the switch's /metrics (0 when absent).
+pub fn metric(bed: &Testbed, line_start: &str) -> u64 {
+    let script = "import urllib.request\nprint(urllib.request.urlopen('http://127.0.0.1:9900/metrics', timeout=5).read().decode())";
+    let out = bed.run("sw", &["python3", "-c", script]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
