@@ -7,11 +7,18 @@
 //! On ABORT, or when no GO comes in time, the restored socket is dropped in repair mode:
 //! nothing is sent.
 //!
+//! Later requests on a handed-off connection (the listener's `connection_persistence`):
+//! under `pin` they go to the same server through the splice relay; under `close` and
+//! `redirect` a `session` reads them, judged by the switch's rules (`policy`, pushed by the
+//! switch over the control channel).
+//!
 //! Blocking threads: a thread per switch connection and two per relayed connection. The
 //! agent serves one host's hand-offs; a thread costs less than a runtime here.
 
 mod control;
+mod policy;
 mod relay;
+mod session;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -46,12 +53,22 @@ pub struct HandoffCounts {
     pub aborted: AtomicU64,
     /// Switch connections refused (bad token or not the protocol).
     pub refused: AtomicU64,
+    /// Later requests answered with a redirect (`connection_persistence = "redirect"`).
+    pub redirected: AtomicU64,
+}
+
+/// What the agent's threads share.
+#[derive(Default)]
+pub(crate) struct Shared {
+    counts: HandoffCounts,
+    /// The switch's rules for its one-way listeners.
+    policies: policy::Policies,
 }
 
 /// A running hand-off server; dropping it stops accepting (relays finish by themselves).
 pub struct HandoffServer {
     addr: SocketAddr,
-    counts: Arc<HandoffCounts>,
+    shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -61,17 +78,17 @@ impl HandoffServer {
     pub fn start(cfg: HandoffConfig) -> io::Result<HandoffServer> {
         let listener = TcpListener::bind(cfg.listen)?;
         let addr = listener.local_addr()?;
-        let counts = Arc::new(HandoffCounts::default());
+        let shared = Arc::new(Shared::default());
         let stop = Arc::new(AtomicBool::new(false));
         let local = cfg.local;
         let thread = {
-            let (counts, stop, cfg) = (Arc::clone(&counts), Arc::clone(&stop), Arc::new(cfg));
+            let (shared, stop, cfg) = (Arc::clone(&shared), Arc::clone(&stop), Arc::new(cfg));
             std::thread::Builder::new()
                 .name("handoff-accept".into())
-                .spawn(move || accept_loop(&listener, &cfg, &counts, &stop))?
+                .spawn(move || accept_loop(&listener, &cfg, &shared, &stop))?
         };
         tracing::info!(%addr, %local, "hand-off server listening");
-        Ok(HandoffServer { addr, counts, stop, thread: Some(thread) })
+        Ok(HandoffServer { addr, shared, stop, thread: Some(thread) })
     }
 
     /// The bound address (useful with port 0).
@@ -81,7 +98,7 @@ impl HandoffServer {
 
     /// The counters.
     pub fn counts(&self) -> &HandoffCounts {
-        &self.counts
+        &self.shared.counts
     }
 
     /// Blocks until the server stops (never, unless stopped from another thread).
@@ -104,19 +121,14 @@ impl Drop for HandoffServer {
 }
 
 /// Accepts switch connections until stopped (polling the flag every 100 ms).
-fn accept_loop(
-    listener: &TcpListener,
-    cfg: &Arc<HandoffConfig>,
-    counts: &Arc<HandoffCounts>,
-    stop: &AtomicBool,
-) {
+fn accept_loop(listener: &TcpListener, cfg: &Arc<HandoffConfig>, shared: &Arc<Shared>, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((conn, peer)) => {
-                let (cfg, counts) = (Arc::clone(cfg), Arc::clone(counts));
+                let (cfg, shared) = (Arc::clone(cfg), Arc::clone(shared));
                 let spawned = std::thread::Builder::new()
                     .name("handoff-control".into())
-                    .spawn(move || control::serve(conn, peer, &cfg, &counts));
+                    .spawn(move || control::serve(conn, peer, &cfg, &shared));
                 if let Err(e) = spawned {
                     tracing::warn!(error = %e, "cannot start a control thread");
                 }

@@ -3,14 +3,16 @@
 //! control channel; the agent restores it and relays it to a local web server, which
 //! answers the client directly — the request it reads is the one the client sent, and a
 //! second request on the same connection is served too. A wrong token is refused; ABORT
-//! leaves the client's connection silent (no FIN, no reset).
+//! leaves the client's connection silent (no FIN, no reset). Later requests under each
+//! `connection_persistence`: `close` ends the connection after the first answer,
+//! `redirect` answers a request the switch's rules send to another group with a redirect.
 //!
 //! Needs CAP_NET_ADMIN (TCP_REPAIR): without it the tests say so and pass, unless
 //! `CSWITCH_REQUIRE_KERNEL=1` (`.ci/run`) makes them fail.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 use cswitch_agent::{HandoffConfig, HandoffServer};
-use oneway::{Frame, Reader};
+use oneway::{Frame, Persistence, Policy, Reader, Route};
 use socket2::{Domain, Socket, Type};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -56,6 +58,9 @@ fn origin(size: usize) -> SocketAddr {
                         let reply =
                             format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
                         conn.write_all(reply.as_bytes()).unwrap();
+                        if head.to_ascii_lowercase().contains("\r\nconnection: close") {
+                            return;
+                        }
                     }
                 }
             });
@@ -125,6 +130,22 @@ fn hand_off(
     vip: SocketAddr,
     client: SocketAddr,
 ) -> Frame {
+    hand_off_as(switch, request, (c, r), vip, client, route(Persistence::Pin))
+}
+
+/// Routed by listener `web` to group `static`.
+fn route(persistence: Persistence) -> Route {
+    Route { listener: "web".into(), group: "static".into(), persistence, pinned: false }
+}
+
+fn hand_off_as(
+    switch: TcpStream,
+    request: &[u8],
+    (c, r): (&mut TcpStream, &mut Reader),
+    vip: SocketAddr,
+    client: SocketAddr,
+    route: Route,
+) -> Frame {
     let mut switch = switch;
     let mut head = vec![0u8; request.len()];
     switch.read_exact(&mut head).unwrap();
@@ -132,7 +153,7 @@ fn hand_off(
     oneway::enter_repair(&switch).unwrap();
     let state = oneway::dump(&switch).unwrap();
     drop(switch);
-    send(c, &Frame::Handoff { id: 1, vip, client, state, already_read: head });
+    send(c, &Frame::Handoff { id: 1, vip, client, route, state, already_read: head });
     recv(c, r)
 }
 
@@ -228,10 +249,82 @@ fn a_restore_that_fails_is_answered_failed() {
     oneway::enter_repair(&switch).unwrap();
     let state = oneway::dump(&switch).unwrap();
     oneway::leave_repair(&switch, false).unwrap();
-    send(&mut c, &Frame::Handoff { id: 9, vip, client: client_addr, state, already_read: vec![] });
+    let route = route(Persistence::Pin);
+    send(&mut c, &Frame::Handoff { id: 9, vip, client: client_addr, route, state, already_read: vec![] });
     match recv(&mut c, &mut r) {
         Frame::Failed { id: 9, reason } => assert!(reason.contains("connect"), "{reason}"),
         other => panic!("{other:?}"),
     }
     drop(switch);
+}
+
+/// Reads until the server closes; what came.
+fn read_to_end(client: &mut TcpStream) -> String {
+    let mut got = Vec::new();
+    client.read_to_end(&mut got).unwrap();
+    String::from_utf8_lossy(&got).to_string()
+}
+
+#[test]
+fn under_close_the_server_ends_the_connection_after_its_answer() {
+    if !kernel_allows() {
+        return;
+    }
+    let agent = agent(origin(1000));
+    let (mut c, mut r) = control(&agent, TOKEN);
+    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (mut client, switch, vip, client_addr) = client_and_switch();
+    let request = b"GET /first HTTP/1.1\r\nHost: vip\r\nConnection: keep-alive\r\n\r\n";
+    client.write_all(request).unwrap();
+    let ready = hand_off_as(switch, request, (&mut c, &mut r), vip, client_addr, route(Persistence::Close));
+    assert_eq!(ready, Frame::Ready { id: 1 });
+    send(&mut c, &Frame::Go { id: 1 });
+    // The client asked to keep the connection; the server got `Connection: close`, answered
+    // and closed: the client reads the answer, then the end.
+    // The answer tells the client so.
+    let all = read_to_end(&mut client);
+    assert!(all.starts_with("HTTP/1.1 200 OK\r\n") && all.ends_with(&"x".repeat(1000)), "{all}");
+    assert!(all.contains("\r\nConnection: close\r\n\r\n/first:"), "{all}");
+}
+
+#[test]
+fn under_redirect_a_request_for_another_group_is_redirected_to_itself() {
+    if !kernel_allows() {
+        return;
+    }
+    let agent = agent(origin(1000));
+    let (mut c, mut r) = control(&agent, TOKEN);
+    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    send(
+        &mut c,
+        &Frame::Policy(Policy {
+            listener: "web".into(),
+            switch: 1,
+            generation: 0,
+            default_group: "static".into(),
+            groups: vec!["static".into(), "api".into()],
+            rules: "R1: if (match(url, \"^/api\")) { routeTo(api, NONSTICKY); }\n".into(),
+        }),
+    );
+    let (mut client, switch, vip, client_addr) = client_and_switch();
+    let request = b"GET /first HTTP/1.1\r\nHost: vip\r\n\r\n";
+    client.write_all(request).unwrap();
+    let ready =
+        hand_off_as(switch, request, (&mut c, &mut r), vip, client_addr, route(Persistence::Redirect));
+    assert_eq!(ready, Frame::Ready { id: 1 });
+    send(&mut c, &Frame::Go { id: 1 });
+    assert!(read_response(&mut client).contains("\r\n\r\n/first:x"));
+    // Still group `static`: served on the same connection.
+    client.write_all(b"GET /img.png HTTP/1.1\r\nHost: vip\r\n\r\n").unwrap();
+    assert!(read_response(&mut client).contains("\r\n\r\n/img.png:x"));
+    // Group `api`: a POST is redirected with 307 (repeated as sent), and the connection ends.
+    client
+        .write_all(b"POST /api/orders?x=1 HTTP/1.1\r\nHost: vip\r\nContent-Length: 5\r\n\r\nhello")
+        .unwrap();
+    let answer = read_to_end(&mut client);
+    assert_eq!(
+        answer,
+        "HTTP/1.1 307 Temporary Redirect\r\nLocation: /api/orders?x=1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    assert_eq!(agent.counts().redirected.load(Ordering::Relaxed), 1);
 }

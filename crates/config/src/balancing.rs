@@ -12,6 +12,8 @@ use std::time::Duration;
 const MODES: &[&str] = &["insert", "prefix", "learn", "rename", "source", "header", "url_param"];
 const HASH_KEYS: &[&str] = &["url", "path", "host", "srcip", "header:Name", "cookie:Name", "arg:name"];
 const CONNECTION_MODES: &[&str] = &["per_request", "close", "redirect"];
+/// On a one-way listener the agent applies them, and `per_request` is not one of them.
+const ONE_WAY_CONNECTION_MODES: &[&str] = &["pin", "close", "redirect"];
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// `hash_key` (default `url`).
@@ -177,21 +179,40 @@ fn named(p: &Table, sink: &mut Sink, key: &str, example: &str) -> Option<String>
     Some(name.value.to_string())
 }
 
-/// A listener's `connection_persistence` (default `per_request`).
-pub(crate) fn connection_persistence(t: &Table, sink: &mut Sink) -> ConnectionPersistence {
-    let Some(m) = t.string(sink, "connection_persistence") else {
-        return ConnectionPersistence::PerRequest;
+/// A listener's `connection_persistence`: default `per_request` on a two-way listener,
+/// `pin` on a one-way one (its agent relays later requests; issue 12 part 5).
+pub(crate) fn connection_persistence(t: &Table, sink: &mut Sink, one_way: bool) -> ConnectionPersistence {
+    let (default, valid) = match one_way {
+        true => (ConnectionPersistence::Pin, ONE_WAY_CONNECTION_MODES),
+        false => (ConnectionPersistence::PerRequest, CONNECTION_MODES),
     };
-    match m.value {
+    let Some(m) = t.string(sink, "connection_persistence") else {
+        return default;
+    };
+    let mode = match m.value {
         "per_request" => ConnectionPersistence::PerRequest,
         "close" => ConnectionPersistence::Close,
         "redirect" => ConnectionPersistence::Redirect,
-        other => {
-            let message =
-                format!("unknown connection_persistence `{other}`; valid: {}", CONNECTION_MODES.join(", "));
-            let hint = suggest::hint(other, CONNECTION_MODES.iter().copied());
-            sink.error(&m.span, &m.key, message, hint);
-            ConnectionPersistence::PerRequest
-        }
+        "pin" => ConnectionPersistence::Pin,
+        _ => default,
+    };
+    if valid.contains(&m.value) {
+        return mode;
     }
+    let (message, hint) = match (m.value, one_way) {
+        ("per_request", true) => (
+            "a one-way listener's later requests reach the server's agent, not the switch: it cannot route them one by one".to_string(),
+            Some("write connection_persistence = \"pin\", \"close\" or \"redirect\"".to_string()),
+        ),
+        ("pin", false) => (
+            "`pin` applies to one-way listeners (a two-way listener routes every request)".to_string(),
+            Some("write connection_persistence = \"per_request\", or mode = \"one-way\"".to_string()),
+        ),
+        (other, _) => (
+            format!("unknown connection_persistence `{other}`; valid: {}", valid.join(", ")),
+            suggest::hint(other, valid.iter().copied()),
+        ),
+    };
+    sink.error(&m.span, &m.key, message, hint);
+    default
 }

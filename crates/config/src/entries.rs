@@ -145,18 +145,20 @@ pub(crate) fn listener(t: &Table, sink: &mut Sink, base: &Path) -> ListenerDraft
             Some("remove `tls`, or use protocol = \"http\" to terminate".into()),
         );
     }
+    let mode = crate::oneway::mode(t, sink);
+    let one_way = mode.as_ref().is_some_and(|m| m.value == crate::Mode::OneWay);
     ListenerDraft {
         name,
         bind,
         default_group: default_group.map(owned),
         protocol,
-        mode: crate::oneway::mode(t, sink),
+        mode,
         rules: rules(t, sink, base),
         x_forwarded_for: t.bool_or(sink, "x_forwarded_for", true),
         x_forwarded_proto: t.bool_or(sink, "x_forwarded_proto", true),
         trusted_proxies: trusted_proxies(t, sink),
         xml_form_field: t.string(sink, "xml_form_field").map(|f| f.value.to_string()),
-        connection_persistence: balancing::connection_persistence(t, sink),
+        connection_persistence: balancing::connection_persistence(t, sink, one_way),
         preallocate: t.bool_or(sink, "preallocate", false),
         tls: crate::certs::listener_tls(t, sink, base, protocol),
         mail: mail_options(t, sink, protocol),

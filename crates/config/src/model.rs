@@ -486,6 +486,9 @@ pub enum ConnectionPersistence {
     /// A request that would change server is answered 302 to its own URL with
     /// `Connection: close`; the client retries on a new connection.
     Redirect,
+    /// One-way listeners (their default): the connection stays with the server it was
+    /// handed to; its agent relays every later request there.
+    Pin,
 }
 
 /// `[[group]]`

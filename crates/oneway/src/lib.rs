@@ -14,9 +14,8 @@
 //!   timestamp, queues), and its byte encoding for the control channel. Sans-io.
 //! - `steer`: the switch's steering table (nftables netdev ingress: install once, then
 //!   freeze / flip / unfreeze / forget as one netlink transaction each).
-//! - `wire`: the control channel's [`Frame`]s and their incremental [`Reader`]. Sans-io.
-//!
-//! Still to come (issue 12): the switch's hand-off phase that drives these.
+//! - `wire`: the control channel's [`Frame`]s and their incremental [`Reader`]; `wire::policy`
+//!   the hand-off's [`Route`] and a listener's [`Policy`] (rules for the agent). Sans-io.
 
 mod host;
 mod repair;
@@ -28,4 +27,4 @@ pub use host::{missing, Missing};
 pub use repair::{dump, enter_repair, leave_repair, restore, RepairError};
 pub use state::{DecodeError, TcpState, Window};
 pub use steer::{install as install_steering, remove as remove_steering, ruleset, Steering, TableSpec};
-pub use wire::{Frame, Reader, WireError, MAX_FRAME};
+pub use wire::{Frame, Persistence, Policy, Reader, Route, WireError, MAX_FRAME};

@@ -1,7 +1,7 @@
 //! The control channel between a switch and a server's agent, sans-io: frames and an
 //! incremental reader. A frame is `len: u32 LE` (of what follows), a kind byte, then the
 //! kind's fields in a fixed order (integers little-endian, addresses as family, IP, port;
-//! a [`TcpState`] in its own encoding). Written by hand: eight small frames, and the agent
+//! a [`TcpState`] in its own encoding). Written by hand: nine small frames, and the agent
 //! must refuse malformed input precisely, which a serialisation crate would not make
 //! simpler (ADR 0008).
 //!
@@ -9,6 +9,13 @@
 //! [`Frame::Welcome`] (or [`Frame::Refused`], then the close). Then per hand-off:
 //! `Handoff` → `Ready` | `Failed`, then `Go` (the steering flipped: leave repair mode and
 //! serve) or `Abort` (the switch serves it itself: drop the socket in repair mode, silently).
+//! Each hand-off carries its [`Route`]; the switch sends each one-way listener's [`Policy`]
+//! (its rules) after `Welcome` and again after every reload (`policy`).
+
+mod policy;
+
+use policy::Cursor;
+pub use policy::{Persistence, Policy, Route};
 
 use crate::state::{DecodeError, TcpState};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -39,6 +46,8 @@ pub enum Frame {
         vip: SocketAddr,
         /// The client's end.
         client: SocketAddr,
+        /// Where it was routed, and how its later requests are treated.
+        route: Route,
         /// The dumped state.
         state: TcpState,
         /// Bytes the switch read (the routed request), put back before the queue.
@@ -66,6 +75,8 @@ pub enum Frame {
         /// The hand-off.
         id: u64,
     },
+    /// Switch → agent: a one-way listener's rules (after `Welcome`, and after reloads).
+    Policy(Policy),
 }
 
 /// Why bytes are not a frame.
@@ -93,6 +104,7 @@ const READY: u8 = 5;
 const FAILED: u8 = 6;
 const GO: u8 = 7;
 const ABORT: u8 = 8;
+const POLICY: u8 = 9;
 
 impl Frame {
     /// Appends the frame to `out`.
@@ -103,11 +115,12 @@ impl Frame {
             Frame::Hello { token } => put_bytes(out, HELLO, token),
             Frame::Welcome => out.push(WELCOME),
             Frame::Refused { reason } => put_bytes(out, REFUSED, reason.as_bytes()),
-            Frame::Handoff { id, vip, client, state, already_read } => {
+            Frame::Handoff { id, vip, client, route, state, already_read } => {
                 out.push(HANDOFF);
                 out.extend_from_slice(&id.to_le_bytes());
                 put_addr(out, vip);
                 put_addr(out, client);
+                route.encode(out);
                 let mut encoded = Vec::new();
                 state.encode(&mut encoded);
                 out.extend_from_slice(&len32(&encoded).to_le_bytes());
@@ -121,6 +134,10 @@ impl Frame {
             }
             Frame::Go { id } => put_id(out, GO, *id),
             Frame::Abort { id } => put_id(out, ABORT, *id),
+            Frame::Policy(p) => {
+                out.push(POLICY);
+                p.encode(out);
+            }
         }
         let len = len32(&out[start + 4..]);
         out[start..start + 4].copy_from_slice(&len.to_le_bytes());
@@ -152,23 +169,27 @@ impl Frame {
             }
             GO => Frame::Go { id: only_id(rest, "go")? },
             ABORT => Frame::Abort { id: only_id(rest, "abort")? },
+            POLICY => Frame::Policy(Policy::decode(&mut Cursor::new(rest, "policy"))?),
             other => return Err(WireError::Kind(other)),
         })
     }
 }
 
 fn decode_handoff(b: &[u8]) -> Result<Frame, WireError> {
-    let bad = || WireError::Malformed("handoff");
-    let id = u64::from_le_bytes(b.get(..8).and_then(|s| s.try_into().ok()).ok_or_else(bad)?);
-    let (vip, used) = get_addr(&b[8..]).ok_or_else(bad)?;
-    let at = 8 + used;
-    let (client, used) = get_addr(&b[at..]).ok_or_else(bad)?;
-    let at = at + used;
-    let len_bytes: [u8; 4] = b.get(at..at + 4).and_then(|s| s.try_into().ok()).ok_or_else(bad)?;
-    let len = u32::from_le_bytes(len_bytes) as usize;
-    let state_bytes = b.get(at + 4..at + 4 + len).ok_or_else(bad)?;
-    let state = TcpState::decode(state_bytes)?;
-    Ok(Frame::Handoff { id, vip, client, state, already_read: b[at + 4 + len..].to_vec() })
+    let mut c = Cursor::new(b, "handoff");
+    let id = c.u64()?;
+    let vip = addr(&mut c)?;
+    let client = addr(&mut c)?;
+    let route = Route::decode(&mut c)?;
+    let len = c.u32()? as usize;
+    let state = TcpState::decode(c.take(len)?)?;
+    Ok(Frame::Handoff { id, vip, client, route, state, already_read: c.rest().to_vec() })
+}
+
+fn addr(c: &mut Cursor<'_>) -> Result<SocketAddr, WireError> {
+    let (a, used) = get_addr(c.peek()).ok_or(c.bad())?;
+    c.take(used)?;
+    Ok(a)
 }
 
 fn put_bytes(out: &mut Vec<u8>, kind: u8, bytes: &[u8]) {
@@ -268,6 +289,12 @@ mod tests {
                 id: 7,
                 vip: "10.0.0.100:80".parse().unwrap(),
                 client: "[2001:db8::1]:40000".parse().unwrap(),
+                route: Route {
+                    listener: "web".into(),
+                    group: "static".into(),
+                    persistence: Persistence::Redirect,
+                    pinned: true,
+                },
                 state: state(),
                 already_read: b"GET / HTTP/1.1\r\n\r\n".to_vec(),
             },
@@ -275,6 +302,14 @@ mod tests {
             Frame::Failed { id: 7, reason: "connect: EADDRNOTAVAIL".into() },
             Frame::Go { id: u64::MAX },
             Frame::Abort { id: 0 },
+            Frame::Policy(Policy {
+                listener: "web".into(),
+                switch: 0x1234_5678_9abc,
+                generation: 3,
+                default_group: "static".into(),
+                groups: vec!["static".into(), "api".into()],
+                rules: "R1: if (match(url, \"^/api\")) { routeTo(api, NONSTICKY); }\n".into(),
+            }),
         ]
     }
 
@@ -308,6 +343,12 @@ mod tests {
         assert_eq!(frame(&[READY, 1, 2]), Err(WireError::Malformed("ready")));
         assert_eq!(frame(&[GO, 0, 0, 0, 0, 0, 0, 0, 0, 9]), Err(WireError::Malformed("go")));
         assert_eq!(frame(&[HANDOFF, 1]), Err(WireError::Malformed("handoff")));
+        // A policy claiming more group names than its bytes could hold.
+        let mut policy = vec![POLICY, 1, 0, 0, 0, b'w'];
+        policy.extend_from_slice(&[0; 16]);
+        policy.extend_from_slice(&[0, 0, 0, 0]);
+        policy.extend_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(frame(&policy), Err(WireError::Malformed("policy")));
         let mut r = Reader::default();
         r.push(&(MAX_FRAME as u32 + 1).to_le_bytes());
         assert_eq!(r.next_frame(), Err(WireError::TooLong(MAX_FRAME + 1)));

@@ -273,6 +273,8 @@ impl Switch {
         self.shared.sticky_ip.reconfigure(lifetime, |id| next.group_of(id).is_some());
         let tls_lifetime = next.config.timeouts.tls_session;
         self.shared.tls_sessions.reconfigure(tls_lifetime, |id| next.group_of(id).is_some());
+        // Agents evaluate the later requests of connections they hold with these rules.
+        crate::handoff::policy::push_all(&next);
         self.shared.snapshot.store(Arc::new(next));
         self.shared.stats.inc(Counter::Reloads);
         Ok((generation, rule_files))

@@ -2,27 +2,39 @@
 //! HANDOFF (READY or FAILED), served on GO, dropped in repair mode on ABORT or when no GO
 //! comes in time.
 
-use super::{relay, HandoffConfig, HandoffCounts};
-use oneway::{Frame, Reader};
+use super::session::{self, Session};
+use super::{relay, HandoffConfig, HandoffCounts, Shared};
+use oneway::{Frame, Persistence, Reader, Route};
 use socket2::Socket;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How often the loop wakes to drop restored connections whose GO is late.
 const TICK: Duration = Duration::from_millis(100);
 
+/// A restored connection waiting for GO.
+struct Pending {
+    sock: Socket,
+    since: Instant,
+    route: Route,
+    vip: SocketAddr,
+    client: SocketAddr,
+}
+
 /// Serves one switch until it closes or breaks the protocol.
-pub(super) fn serve(mut conn: TcpStream, peer: SocketAddr, cfg: &HandoffConfig, counts: &HandoffCounts) {
+pub(super) fn serve(mut conn: TcpStream, peer: SocketAddr, cfg: &HandoffConfig, shared: &Arc<Shared>) {
+    let counts = &shared.counts;
     let _ = conn.set_nodelay(true);
     let _ = conn.set_read_timeout(Some(TICK));
     let mut reader = Reader::default();
     if !authenticate(&mut conn, &mut reader, cfg, counts, peer) {
         return;
     }
-    let mut pending: HashMap<u64, (Socket, Instant)> = HashMap::new();
+    let mut pending: HashMap<u64, Pending> = HashMap::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         expire(&mut pending, cfg.go_timeout, counts);
@@ -35,7 +47,7 @@ pub(super) fn serve(mut conn: TcpStream, peer: SocketAddr, cfg: &HandoffConfig, 
         loop {
             match reader.next_frame() {
                 Ok(Some(frame)) => {
-                    if handle(frame, &mut conn, &mut pending, cfg, counts).is_err() {
+                    if handle(frame, &mut conn, &mut pending, cfg, shared).is_err() {
                         return;
                     }
                 }
@@ -91,15 +103,16 @@ fn authenticate(
 fn handle(
     frame: Frame,
     conn: &mut TcpStream,
-    pending: &mut HashMap<u64, (Socket, Instant)>,
+    pending: &mut HashMap<u64, Pending>,
     cfg: &HandoffConfig,
-    counts: &HandoffCounts,
+    shared: &Arc<Shared>,
 ) -> io::Result<()> {
+    let counts = &shared.counts;
     match frame {
-        Frame::Handoff { id, vip, client, state, already_read } => {
+        Frame::Handoff { id, vip, client, route, state, already_read } => {
             match oneway::restore(&state, &already_read, vip, client) {
                 Ok(sock) => {
-                    pending.insert(id, (sock, Instant::now()));
+                    pending.insert(id, Pending { sock, since: Instant::now(), route, vip, client });
                     send(conn, &Frame::Ready { id })
                 }
                 Err(e) => {
@@ -110,9 +123,13 @@ fn handle(
             }
         }
         Frame::Go { id } => {
-            if let Some((sock, _)) = pending.remove(&id) {
-                go(sock, cfg, counts);
+            if let Some(p) = pending.remove(&id) {
+                go(p, cfg, shared);
             }
+            Ok(())
+        }
+        Frame::Policy(policy) => {
+            shared.policies.set(policy);
             Ok(())
         }
         Frame::Abort { id } => {
@@ -129,23 +146,36 @@ fn handle(
 }
 
 /// Leaves repair mode (the window probe makes the client ACK along the new path) and
-/// relays the connection to the local server.
-fn go(sock: Socket, cfg: &HandoffConfig, counts: &HandoffCounts) {
-    if let Err(e) = oneway::leave_repair(&sock, true) {
+/// gives the connection to the local server: spliced under `pin`, through a session that
+/// reads its requests under `close` and `redirect`.
+fn go(p: Pending, cfg: &HandoffConfig, shared: &Arc<Shared>) {
+    let counts = &shared.counts;
+    if let Err(e) = oneway::leave_repair(&p.sock, true) {
         counts.failed.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(error = %e, "leaving repair mode failed");
         return;
     }
     counts.served.fetch_add(1, Ordering::Relaxed);
-    let client: TcpStream = sock.into();
-    relay::spawn(client, cfg.local, cfg.idle_timeout);
+    let client: TcpStream = p.sock.into();
+    if p.route.persistence == Persistence::Pin {
+        relay::spawn(client, cfg.local, cfg.idle_timeout);
+        return;
+    }
+    let s = Session {
+        route: p.route,
+        shared: Arc::clone(shared),
+        vip: p.vip,
+        peer: p.client,
+        idle: cfg.idle_timeout,
+    };
+    session::spawn(client, cfg.local, s);
 }
 
 /// Drops restored connections whose GO did not come within `timeout` (in repair mode:
 /// nothing is sent; the switch serves them, or the client retries).
-fn expire(pending: &mut HashMap<u64, (Socket, Instant)>, timeout: Duration, counts: &HandoffCounts) {
+fn expire(pending: &mut HashMap<u64, Pending>, timeout: Duration, counts: &HandoffCounts) {
     let before = pending.len();
-    pending.retain(|_, (_, since)| since.elapsed() < timeout);
+    pending.retain(|_, p| p.since.elapsed() < timeout);
     counts.aborted.fetch_add((before - pending.len()) as u64, Ordering::Relaxed);
 }
 

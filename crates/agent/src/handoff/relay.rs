@@ -23,20 +23,33 @@ pub(super) fn spawn(client: TcpStream, local: SocketAddr, idle: Duration) {
 }
 
 fn relay(client: TcpStream, local: SocketAddr, idle: Duration) {
+    if let Some(server) = connect(&client, local, idle) {
+        both_ways(&client, &server);
+    }
+}
+
+/// The connection to the local server for `client`, both ready to relay; `None` (logged)
+/// when the local server cannot be reached.
+pub(super) fn connect(client: &TcpStream, local: SocketAddr, idle: Duration) -> Option<TcpStream> {
     let server = match TcpStream::connect_timeout(&local, Duration::from_secs(2)) {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(%local, error = %e, "local server unreachable; handed-off connection closed");
-            return;
+            return None;
         }
     };
     // Both ways: a response spliced in two writes (head, then body) would otherwise wait
     // for the client's delayed ACK (Nagle): 40 ms per keep-alive request.
     let _ = server.set_nodelay(true);
     let _ = client.set_nodelay(true);
-    for s in [&client, &server] {
+    for s in [client, &server] {
         let _ = s.set_read_timeout(Some(idle));
     }
+    Some(server)
+}
+
+/// Splices client → server here and server → client on a thread of its own.
+pub(super) fn both_ways(client: &TcpStream, server: &TcpStream) {
     let pair = client.try_clone().and_then(|c| Ok((c, server.try_clone()?)));
     let Ok((client2, server2)) = pair else { return };
     let down = std::thread::Builder::new().name("relay-down".into()).spawn(move || pump(&server2, &client2));
@@ -44,11 +57,11 @@ fn relay(client: TcpStream, local: SocketAddr, idle: Duration) {
         tracing::warn!("cannot start a relay thread");
         return;
     }
-    pump(&client, &server);
+    pump(client, server);
 }
 
 /// Moves bytes `from` → `to` until EOF or error, then half-closes `to`.
-fn pump(from: &TcpStream, to: &TcpStream) {
+pub(super) fn pump(from: &TcpStream, to: &TcpStream) {
     if let Err(e) = splice_all(from, to) {
         tracing::debug!(error = %e, "relay direction ended");
     }

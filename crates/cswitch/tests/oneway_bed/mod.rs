@@ -103,14 +103,18 @@ pub fn write_site(dir: &std::path::Path) -> Vec<u8> {
     body
 }
 
-/// Python's `http.server` on port 8080 of `host`, serving `www`.
+/// Python's `http.server` on port 8080 of `host`, serving `www` (HTTP/1.0: one request per
+/// connection).
 pub fn start_web(bed: &Testbed, host: &str, www: &std::path::Path) -> Proc {
+    start_web_with(bed, host, www, &[])
+}
+
+/// `start_web` with more arguments (`--protocol HTTP/1.1` for keep-alive).
+pub fn start_web_with(bed: &Testbed, host: &str, www: &std::path::Path, extra: &[&str]) -> Proc {
     let www = www.to_string_lossy().to_string();
-    Proc::spawn(
-        bed,
-        host,
-        &["python3", "-m", "http.server", "8080", "--bind", "0.0.0.0", "--directory", &www],
-    )
+    let mut argv = vec!["python3", "-m", "http.server", "8080", "--bind", "0.0.0.0", "--directory", &www];
+    argv.extend(extra);
+    Proc::spawn(bed, host, &argv)
 }
 
 /// `cswitch agent --handoff-listen 10.201.0.N:9000` on `host` with the token of `dir` and

@@ -2,7 +2,7 @@
 //! authenticated on first use (HELLO → WELCOME), then reused hand-off after hand-off. A
 //! connection that timed out or broke is dropped, never reused.
 
-use oneway::{Frame, Reader};
+use oneway::{Frame, Policy, Reader};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -27,8 +27,14 @@ pub(super) struct Control {
     reader: Reader,
 }
 
-/// An idle connection to `agent`, or a new one (within `timeout`, authenticated).
-pub(super) async fn take(agent: SocketAddr, token: &str, timeout: Duration) -> Option<Control> {
+/// An idle connection to `agent`, or a new one (within `timeout`, authenticated, then
+/// given the one-way listeners' `policies`).
+pub(super) async fn take(
+    agent: SocketAddr,
+    token: &str,
+    timeout: Duration,
+    policies: &[Policy],
+) -> Option<Control> {
     while let Some(c) = IDLE.with(|idle| idle.borrow_mut().get_mut(&agent).and_then(Vec::pop)) {
         if c.idle_and_open() {
             return Some(c);
@@ -48,7 +54,12 @@ pub(super) async fn take(agent: SocketAddr, token: &str, timeout: Duration) -> O
     let _ = stream.set_nodelay(true);
     let mut c = Control { stream, reader: Reader::default() };
     match c.exchange(&Frame::Hello { token: token.as_bytes().to_vec() }, timeout).await {
-        Some(Frame::Welcome) => Some(c),
+        Some(Frame::Welcome) => {
+            for p in policies {
+                c.send(&Frame::Policy(p.clone())).await.ok()?;
+            }
+            Some(c)
+        }
         other => {
             tracing::warn!(%agent, answer = ?other, "agent refused the control connection; served two-way");
             None

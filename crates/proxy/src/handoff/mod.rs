@@ -9,8 +9,11 @@
 //! - `control`: the per-worker pool of authenticated control connections to agents.
 //! - `steering`: the per-worker netlink handle on the steering table, and the table's
 //!   installation at start.
+//! - `policy`: the one-way listeners' rules for the agents (sent on each new control
+//!   connection, pushed after reloads).
 
 mod control;
+pub mod policy;
 pub mod steering;
 
 use crate::floor::stats::Counter;
@@ -28,6 +31,10 @@ pub struct Ask<'a> {
     pub target: config::Handoff,
     /// `[oneway]`.
     pub oneway: &'a config::OneWay,
+    /// The config in force (the rules a new control connection sends the agent).
+    pub snap: &'a crate::floor::snapshot::Snapshot,
+    /// Where the request was routed, for the agent's treatment of later requests.
+    pub route: oneway::Route,
 }
 
 /// Hands the connection off. `Ok`: the agent serves it; drop the socket without writing
@@ -38,14 +45,17 @@ pub async fn hand_off(ask: &Ask<'_>) -> Result<(), Counter> {
         _ => return Err(Counter::HandoffNotDumped),
     };
     let timeout = ask.oneway.handoff_timeout;
-    let mut ctl =
-        control::take(ask.target.agent, &ask.oneway.token, timeout).await.ok_or(Counter::HandoffNoAgent)?;
+    let policies = policy::of(ask.snap);
+    let mut ctl = control::take(ask.target.agent, &ask.oneway.token, timeout, &policies)
+        .await
+        .ok_or(Counter::HandoffNoAgent)?;
     let state = freeze_and_dump(ask, client)?;
     let id = control::next_id();
     let frame = Frame::Handoff {
         id,
         vip: vip.into(),
         client: client.into(),
+        route: ask.route.clone(),
         state,
         already_read: ask.already_read.to_vec(),
     };

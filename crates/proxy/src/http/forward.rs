@@ -26,7 +26,7 @@ impl<'a> Txn<'a> {
         // One-way: the connection goes to the first choice's agent with the request as
         // the client sent it, before the head is rewritten for forwarding.
         if let Some(index) = first {
-            if let Some(keep) = self.try_hand_off(d.group, index).await {
+            if let Some(keep) = self.try_hand_off(d, index).await {
                 self.note_choice(d, index, 0);
                 return keep;
             }
@@ -162,7 +162,9 @@ impl<'a> Txn<'a> {
             return None;
         }
         match self.snap.listeners[self.listener].connection_persistence {
-            ConnectionPersistence::PerRequest => None,
+            // `pin` is a one-way listener's, whose agent keeps the server; a request served
+            // here (its hand-off fell back) is routed as it comes.
+            ConnectionPersistence::PerRequest | ConnectionPersistence::Pin => None,
             ConnectionPersistence::Close => {
                 self.worker.shared.stats.inc(Counter::ServerChangeCloses);
                 self.s.close_after = true;

@@ -8,11 +8,16 @@ use crate::floor::snapshot::Snapshot;
 use crate::floor::stream::ClientStream;
 use crate::handoff;
 use crate::http::txn::Txn;
+use crate::upstream::decide::Decision;
+use config::ConnectionPersistence;
+use oneway::{Persistence, Route};
+use rules::Sticky;
 
 impl Txn<'_> {
     /// `Some(false)`: handed off, the connection is no longer the switch's (close it
     /// without a word: it is in repair mode). `None`: serve it two-way.
-    pub(super) async fn try_hand_off(&mut self, group: usize, index: usize) -> Option<bool> {
+    pub(super) async fn try_hand_off(&mut self, d: &Decision, index: usize) -> Option<bool> {
+        let group = d.group;
         let l = &self.snap.config.listeners[self.listener];
         // A body still arriving would race the hand-off (spike P2): only whole requests move.
         if l.mode != config::Mode::OneWay || !self.s.body_complete {
@@ -29,7 +34,14 @@ impl Txn<'_> {
         already_read.extend_from_slice(&bytes[..head_len]);
         already_read.extend_from_slice(&self.s.held);
         already_read.extend_from_slice(&bytes[head_len..]);
-        let ask = handoff::Ask { client: tcp, already_read: &already_read, target, oneway };
+        let route = Route {
+            listener: l.name.clone(),
+            group: self.snap.group(group).name.clone(),
+            persistence: persistence(l.connection_persistence),
+            pinned: d.sticky == Sticky::IpPort,
+        };
+        let ask =
+            handoff::Ask { client: tcp, already_read: &already_read, target, oneway, snap: self.snap, route };
         match handoff::hand_off(&ask).await {
             Ok(()) => {
                 self.worker.shared.stats.inc(crate::floor::stats::Counter::Handoffs);
@@ -49,4 +61,14 @@ fn target(snap: &Snapshot, group: usize, index: usize) -> Option<config::Handoff
     let name = &g.servers.get(index)?.name;
     let group_cfg = snap.config.groups.iter().find(|c| c.name == g.name)?;
     group_cfg.servers.iter().find(|s| &s.name == name)?.handoff
+}
+
+/// The listener's connection persistence as its agents apply it (a one-way listener's
+/// config holds pin, close or redirect).
+fn persistence(p: ConnectionPersistence) -> Persistence {
+    match p {
+        ConnectionPersistence::Close => Persistence::Close,
+        ConnectionPersistence::Redirect => Persistence::Redirect,
+        ConnectionPersistence::Pin | ConnectionPersistence::PerRequest => Persistence::Pin,
+    }
 }
