@@ -10,12 +10,14 @@
 //! Later requests on a handed-off connection (the listener's `connection_persistence`):
 //! under `pin` they go to the same server through the splice relay; under `close` and
 //! `redirect` a `session` reads them, judged by the switch's rules (`policy`, pushed by the
-//! switch over the control channel).
+//! switch over the control channel). A group's cookie persistence (`cookies`) is applied by
+//! the session too: the answers never pass the switch.
 //!
 //! Blocking threads: a thread per switch connection and two per relayed connection. The
 //! agent serves one host's hand-offs; a thread costs less than a runtime here.
 
 mod control;
+mod cookies;
 mod policy;
 mod relay;
 mod session;

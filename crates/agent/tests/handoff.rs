@@ -135,7 +135,7 @@ fn hand_off(
 
 /// Routed by listener `web` to group `static`.
 fn route(persistence: Persistence) -> Route {
-    Route { listener: "web".into(), group: "static".into(), persistence, pinned: false }
+    Route { listener: "web".into(), group: "static".into(), persistence, pinned: false, cookie: None }
 }
 
 fn hand_off_as(

@@ -27,4 +27,6 @@ pub use host::{missing, Missing};
 pub use repair::{dump, enter_repair, leave_repair, restore, RepairError};
 pub use state::{DecodeError, TcpState, Window};
 pub use steer::{install as install_steering, remove as remove_steering, ruleset, Steering, TableSpec};
-pub use wire::{Frame, Persistence, Policy, Reader, Route, WireError, MAX_FRAME};
+pub use wire::{
+    CookieMode, CookieRule, Frame, InsertRule, Persistence, Policy, Reader, Route, WireError, MAX_FRAME,
+};

@@ -15,7 +15,7 @@
 mod policy;
 
 use policy::Cursor;
-pub use policy::{Persistence, Policy, Route};
+pub use policy::{CookieMode, CookieRule, InsertRule, Persistence, Policy, Route};
 
 use crate::state::{DecodeError, TcpState};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -24,6 +24,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 pub const MAX_FRAME: usize = 8 << 20;
 
 /// One message.
+// A frame lives for one read or write; boxing the hand-off would add an allocation to each.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Frame {
     /// Switch → agent, first: the shared token.
@@ -294,9 +296,40 @@ mod tests {
                     group: "static".into(),
                     persistence: Persistence::Redirect,
                     pinned: true,
+                    cookie: Some(CookieRule {
+                        mode: CookieMode::Insert(InsertRule {
+                            indirect: true,
+                            secure: true,
+                            domain: "example.com".into(),
+                            max_idle: 1200,
+                            ..InsertRule::default()
+                        }),
+                        name: "SRV".into(),
+                        tag: "b1".into(),
+                        index: 3,
+                    }),
                 },
                 state: state(),
                 already_read: b"GET / HTTP/1.1\r\n\r\n".to_vec(),
+            },
+            Frame::Handoff {
+                id: 8,
+                vip: "10.0.0.100:80".parse().unwrap(),
+                client: "10.0.0.10:40000".parse().unwrap(),
+                route: Route {
+                    listener: "web".into(),
+                    group: "static".into(),
+                    persistence: Persistence::Pin,
+                    pinned: false,
+                    cookie: Some(CookieRule {
+                        mode: CookieMode::Rename,
+                        name: "PHPSESSID".into(),
+                        tag: "b2".into(),
+                        index: 1,
+                    }),
+                },
+                state: state(),
+                already_read: vec![],
             },
             Frame::Ready { id: 7 },
             Frame::Failed { id: 7, reason: "connect: EADDRNOTAVAIL".into() },

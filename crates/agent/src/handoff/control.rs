@@ -2,6 +2,7 @@
 //! HANDOFF (READY or FAILED), served on GO, dropped in repair mode on ABORT or when no GO
 //! comes in time.
 
+use super::cookies::Cookies;
 use super::session::{self, Session};
 use super::{relay, HandoffConfig, HandoffCounts, Shared};
 use oneway::{Frame, Persistence, Reader, Route};
@@ -147,7 +148,7 @@ fn handle(
 
 /// Leaves repair mode (the window probe makes the client ACK along the new path) and
 /// gives the connection to the local server: spliced under `pin`, through a session that
-/// reads its requests under `close` and `redirect`.
+/// reads its requests and answers under `close` and `redirect` or with cookie persistence.
 fn go(p: Pending, cfg: &HandoffConfig, shared: &Arc<Shared>) {
     let counts = &shared.counts;
     if let Err(e) = oneway::leave_repair(&p.sock, true) {
@@ -157,7 +158,8 @@ fn go(p: Pending, cfg: &HandoffConfig, shared: &Arc<Shared>) {
     }
     counts.served.fetch_add(1, Ordering::Relaxed);
     let client: TcpStream = p.sock.into();
-    if p.route.persistence == Persistence::Pin {
+    let cookies = p.route.cookie.as_ref().and_then(Cookies::new).map(Arc::new);
+    if p.route.persistence == Persistence::Pin && cookies.is_none() {
         relay::spawn(client, cfg.local, cfg.idle_timeout);
         return;
     }
@@ -167,6 +169,7 @@ fn go(p: Pending, cfg: &HandoffConfig, shared: &Arc<Shared>) {
         vip: p.vip,
         peer: p.client,
         idle: cfg.idle_timeout,
+        cookies,
     };
     session::spawn(client, cfg.local, s);
 }

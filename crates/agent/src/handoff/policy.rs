@@ -129,7 +129,13 @@ mod tests {
     }
 
     fn route(group: &str, pinned: bool) -> Route {
-        Route { listener: "web".into(), group: group.into(), persistence: Persistence::Redirect, pinned }
+        Route {
+            listener: "web".into(),
+            group: group.into(),
+            persistence: Persistence::Redirect,
+            pinned,
+            cookie: None,
+        }
     }
 
     const API: &str = "R1: if (match(url, \"^/api\")) { routeTo(api, NONSTICKY); }\n";

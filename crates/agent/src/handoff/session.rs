@@ -1,23 +1,29 @@
-//! A handed-off connection whose later requests the agent must see (issue 12 part 5; seed
-//! 001 §III): the listener's `connection_persistence` is `close` or `redirect`. `pin`
-//! connections take the zero-copy `relay` instead.
+//! A handed-off connection whose requests or answers the agent must read (issue 12 parts
+//! 5 and 6; seed 001 §III–§IV): the listener's `connection_persistence` is `close` or
+//! `redirect`, or the group has cookie persistence. Otherwise (`pin` without cookies) the
+//! zero-copy `relay` carries it.
 //!
 //! - `close` (seed 001's "rewriting HTTP header"): the request goes to the server with
-//!   `Connection: close`, so the server closes after its answer and the client's next
-//!   request comes on a new connection, which the switch routes. Then the bytes are
-//!   spliced as by the relay.
-//! - `redirect` (seed 001's "302"): every request head is read, and a later request the
-//!   switch's rules (`policy`) send to another group is answered — once every earlier
-//!   answer has reached the client (`responses`) — with a redirect to its own URL and
-//!   `Connection: close` (302; 307 for a request with a body or an unsafe method, so it
-//!   is repeated as sent). Requests that stay are forwarded as they came.
+//!   `Connection: close` and its answer to the client with `Connection: close`, so each
+//!   connection carries one request and the client's next one comes on a new connection,
+//!   which the switch routes.
+//! - `redirect` (seed 001's "302"): a later request the switch's rules (`policy`) send to
+//!   another group is answered — once every earlier answer has reached the client — with a
+//!   redirect to its own URL and `Connection: close` (302; 307 for a request with a body or
+//!   a method other than GET/HEAD, so it is repeated as sent).
+//! - cookies (`cookies`): requests get their cookies as the server expects them, answers
+//!   the cookie that brings the client back here.
 //!
-//! Threads: this one carries client → server, `responses` server → client.
+//! Threads: this one carries client → server, `responses` server → client; they share
+//! the `Track` of requests awaiting their answers.
 
+mod head;
 mod responses;
 
+use super::cookies::{Cookies, Seen};
 use super::policy::Verdict;
 use super::{relay, Shared};
+use head::Field;
 use http1::{BodyKind, BodyScanner, HeadLimits, Parse, RequestHead};
 use oneway::{Persistence, Route};
 use responses::Track;
@@ -35,17 +41,15 @@ pub(super) struct Session {
     pub vip: SocketAddr,
     pub peer: SocketAddr,
     pub idle: Duration,
+    /// The group's cookie persistence for this server, if any.
+    pub cookies: Option<Arc<Cookies>>,
 }
 
 /// Connects to `local` and serves `client` on threads of their own.
 pub(super) fn spawn(client: TcpStream, local: SocketAddr, session: Session) {
     let started = std::thread::Builder::new().name("session".into()).spawn(move || {
         let Some(server) = relay::connect(&client, local, session.idle) else { return };
-        let result = match session.route.persistence {
-            Persistence::Close => close_mode(&client, &server),
-            _ => redirect_mode(&client, &server, &session),
-        };
-        if let Err(e) = result {
+        if let Err(e) = run(&client, &server, &session) {
             tracing::debug!(client = %session.peer, error = %e, "session ended");
         }
     });
@@ -54,26 +58,114 @@ pub(super) fn spawn(client: TcpStream, local: SocketAddr, session: Session) {
     }
 }
 
-/// The first request with `Connection: close`, its answer with `Connection: close` (so
-/// the client knows, and does not send a request the server would not read), then the
-/// bytes spliced as by the relay.
-fn close_mode(client: &TcpStream, server: &TcpStream) -> io::Result<()> {
-    let mut buf = Vec::with_capacity(4096);
-    let mut req = RequestHead::new();
-    if !read_head(client, &mut buf, &mut req)? {
-        return Ok(());
+fn run(client: &TcpStream, server: &TcpStream, s: &Session) -> io::Result<()> {
+    let track = Arc::new(Track::default());
+    let down = {
+        let (client, server, track) = (client.try_clone()?, server.try_clone()?, Arc::clone(&track));
+        let edits =
+            responses::Edits { close: s.route.persistence == Persistence::Close, cookies: s.cookies.clone() };
+        std::thread::Builder::new()
+            .name("session-down".into())
+            .spawn(move || responses::run(&server, &client, &track, &edits))?
+    };
+    let result = forward_requests(client, server, s, &track);
+    if !matches!(result, Ok(Next::Redirected)) {
+        // The client left, broke HTTP, or the connection closes after this answer: the
+        // server is told; answers in flight finish.
+        let _ = server.shutdown(Shutdown::Write);
     }
-    let mut out = Vec::with_capacity(buf.len() + 32);
-    write_closing_head(&buf, &req, &mut out);
-    out.extend_from_slice(&buf[req.head_len..]);
-    (&*server).write_all(&out)?;
-    let is_head = req.is_head;
-    let (client2, server2) = (client.try_clone()?, server.try_clone()?);
-    std::thread::Builder::new()
-        .name("session-down".into())
-        .spawn(move || responses::pass_closing(&server2, &client2, is_head))?;
-    relay::pump(client, server);
-    Ok(())
+    let _ = down.join();
+    result.map(|_| ())
+}
+
+enum Next {
+    Closed,
+    Redirected,
+}
+
+fn forward_requests(
+    client: &TcpStream,
+    mut server: &TcpStream,
+    s: &Session,
+    track: &Track,
+) -> io::Result<Next> {
+    let mut buf = Vec::with_capacity(16 * 1024);
+    let mut req = RequestHead::new();
+    let mut out = Vec::with_capacity(1024);
+    let close = s.route.persistence == Persistence::Close;
+    let mut first = true;
+    loop {
+        if !read_head(client, &mut buf, &mut req)? {
+            return Ok(Next::Closed);
+        }
+        let judged = !first && s.route.persistence == Persistence::Redirect;
+        if judged && s.shared.policies.verdict(&s.route, &buf, s.peer, s.vip) == Verdict::Elsewhere {
+            redirect(client, server, &buf, &req, track, s)?;
+            return Ok(Next::Redirected);
+        }
+        first = false;
+        let seen = edited_head(&buf, &req, close, s.cookies.as_deref(), &mut out);
+        track.sent(req.is_head, seen);
+        server.write_all(if out.is_empty() { &buf[..req.head_len] } else { &out })?;
+        buf.drain(..req.head_len);
+        forward_body(client, server, &mut buf, req.body)?;
+        if close || req.upgrade {
+            // After a closing request the server reads nothing more; after an upgrade the
+            // bytes are another protocol's: either way, the rest as it comes.
+            server.write_all(&buf)?;
+            io::copy(&mut &*client, &mut server)?;
+            return Ok(Next::Closed);
+        }
+    }
+}
+
+/// The request head as the server must get it, in `out` (left empty when it goes as
+/// sent), and what its answer depends on.
+fn edited_head(
+    buf: &[u8],
+    req: &RequestHead,
+    close: bool,
+    cookies: Option<&Cookies>,
+    out: &mut Vec<u8>,
+) -> Seen {
+    out.clear();
+    let mut seen = Seen::default();
+    let mut cookie_value = Vec::new();
+    let rewrite_cookies = cookies.is_some_and(|c| {
+        let joined = join_cookies(buf, req);
+        !joined.is_empty() && c.on_request(&joined, &mut seen, &mut cookie_value)
+    });
+    if !close && !rewrite_cookies {
+        return seen;
+    }
+    let mut extra = Vec::new();
+    if rewrite_cookies && !cookie_value.is_empty() {
+        extra.extend_from_slice(b"Cookie: ");
+        extra.extend_from_slice(&cookie_value);
+        extra.extend_from_slice(b"\r\n");
+    }
+    if close {
+        extra.extend_from_slice(b"Connection: close\r\n");
+    }
+    let field = |name: &[u8], _: &[u8]| match () {
+        () if close && head::is_connection_field(name) => Field::Drop,
+        () if rewrite_cookies && name.eq_ignore_ascii_case(b"cookie") => Field::Drop,
+        () => Field::Keep,
+    };
+    head::write(buf, req.method.start as usize, &req.headers, field, &extra, out);
+    seen
+}
+
+/// The request's Cookie fields, joined with `; `.
+fn join_cookies(buf: &[u8], req: &RequestHead) -> Vec<u8> {
+    let mut joined = Vec::new();
+    for h in req.headers.iter().filter(|h| h.name.slice(buf).eq_ignore_ascii_case(b"cookie")) {
+        if !joined.is_empty() {
+            joined.extend_from_slice(b"; ");
+        }
+        joined.extend_from_slice(h.value.slice(buf));
+    }
+    joined
 }
 
 /// Reads until `buf` starts with a whole request head (false: the client closed first).
@@ -100,81 +192,6 @@ fn read_more(from: &mut &TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
     Ok(n)
 }
 
-/// The request head with its `Connection` and `Keep-Alive` fields replaced by
-/// `Connection: close`.
-fn write_closing_head(buf: &[u8], req: &RequestHead, out: &mut Vec<u8>) {
-    write_closing(buf, req.method.start as usize, &req.headers, out);
-}
-
-/// A head (start line at `start` of `buf`, then `headers`) with `Connection: close` in
-/// place of its `Connection` and `Keep-Alive` fields.
-fn write_closing(buf: &[u8], start: usize, headers: &[http1::HeaderSpan], out: &mut Vec<u8>) {
-    let line_end = buf[start..].iter().position(|&b| b == b'\n').map_or(start, |p| start + p + 1);
-    out.extend_from_slice(&buf[start..line_end]);
-    for h in headers {
-        let name = h.name.slice(buf);
-        if name.eq_ignore_ascii_case(b"connection") || name.eq_ignore_ascii_case(b"keep-alive") {
-            continue;
-        }
-        out.extend_from_slice(h.line.slice(buf));
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(b"Connection: close\r\n\r\n");
-}
-
-/// Requests forwarded one by one until one belongs elsewhere: that one is redirected.
-fn redirect_mode(client: &TcpStream, server: &TcpStream, s: &Session) -> io::Result<()> {
-    let track = Arc::new(Track::default());
-    let down = {
-        let (client, server, track) = (client.try_clone()?, server.try_clone()?, Arc::clone(&track));
-        std::thread::Builder::new()
-            .name("session-down".into())
-            .spawn(move || responses::run(&server, &client, &track))?
-    };
-    let result = forward_requests(client, server, s, &track);
-    if !matches!(result, Ok(Next::Redirected)) {
-        // The client left or broke HTTP: the server is told, the answers in flight finish.
-        let _ = server.shutdown(Shutdown::Write);
-    }
-    let _ = down.join();
-    result.map(|_| ())
-}
-
-enum Next {
-    Closed,
-    Redirected,
-}
-
-fn forward_requests(
-    client: &TcpStream,
-    mut server: &TcpStream,
-    s: &Session,
-    track: &Track,
-) -> io::Result<Next> {
-    let mut buf = Vec::with_capacity(16 * 1024);
-    let mut req = RequestHead::new();
-    let mut first = true;
-    loop {
-        if !read_head(client, &mut buf, &mut req)? {
-            return Ok(Next::Closed);
-        }
-        if !first && s.shared.policies.verdict(&s.route, &buf, s.peer, s.vip) == Verdict::Elsewhere {
-            redirect(client, server, &buf, &req, track, s)?;
-            return Ok(Next::Redirected);
-        }
-        first = false;
-        track.sent(req.is_head);
-        server.write_all(&buf[..req.head_len])?;
-        buf.drain(..req.head_len);
-        forward_body(client, server, &mut buf, req.body)?;
-        if req.upgrade {
-            // The answer may switch protocols: from here on, bytes as they come.
-            server.write_all(&buf)?;
-            return copy_rest(client, server).map(|()| Next::Closed);
-        }
-    }
-}
-
 /// Forwards the request body framed by `kind`; what follows it stays in `buf`.
 fn forward_body(
     mut client: &TcpStream,
@@ -196,11 +213,6 @@ fn forward_body(
     }
 }
 
-fn copy_rest(mut client: &TcpStream, mut server: &TcpStream) -> io::Result<()> {
-    io::copy(&mut client, &mut server)?;
-    Ok(())
-}
-
 /// Waits for the earlier answers, answers `req` with a redirect to itself, closes.
 fn redirect(
     mut client: &TcpStream,
@@ -211,7 +223,7 @@ fn redirect(
     s: &Session,
 ) -> io::Result<()> {
     let quiet = track.stop_when_answered(s.idle);
-    // The server gets no more requests; its side of the relay ends.
+    // The server gets no more requests; its side of the session ends.
     let _ = server.shutdown(Shutdown::Both);
     if !quiet {
         return Err(io::Error::other("earlier answers did not finish in time"));
@@ -249,16 +261,28 @@ fn drain(mut client: &TcpStream) {
 mod tests {
     use super::*;
 
+    fn parsed(raw: &[u8]) -> RequestHead {
+        let mut req = RequestHead::new();
+        assert_eq!(req.parse(raw, &HeadLimits::default()).unwrap(), Parse::Complete);
+        req
+    }
+
     #[test]
     fn a_closing_head_loses_only_its_connection_fields() {
         let raw = b"GET /a HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nAccept: */*\r\n\r\n";
-        let mut req = RequestHead::new();
-        assert_eq!(req.parse(raw, &HeadLimits::default()).unwrap(), Parse::Complete);
         let mut out = Vec::new();
-        write_closing_head(raw, &req, &mut out);
+        edited_head(raw, &parsed(raw), true, None, &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "GET /a HTTP/1.1\r\nHost: x\r\nAccept: */*\r\nConnection: close\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn a_head_without_edits_goes_as_sent() {
+        let raw = b"GET /a HTTP/1.1\r\nHost: x\r\nCookie: a=1\r\n\r\n";
+        let mut out = Vec::new();
+        edited_head(raw, &parsed(raw), false, None, &mut out);
+        assert!(out.is_empty());
     }
 }

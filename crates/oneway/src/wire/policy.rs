@@ -30,6 +30,52 @@ pub struct Route {
     pub persistence: Persistence,
     /// The deciding rule said `STICKY_IP_PORT`: later requests skip the rules.
     pub pinned: bool,
+    /// The group's cookie persistence, which the agent applies on this connection's
+    /// requests and answers (the switch never sees the answers).
+    pub cookie: Option<CookieRule>,
+}
+
+/// A group's cookie persistence (seed 001 §IV) as the agent applies it for one server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CookieRule {
+    /// Which mode.
+    pub mode: CookieMode,
+    /// The cookie's name (ours under `insert`, the application's otherwise).
+    pub name: String,
+    /// The server's tag (`insert`, `prefix`).
+    pub tag: String,
+    /// The server's index in its group (`rename`'s code).
+    pub index: u16,
+}
+
+/// The cookie modes an agent applies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CookieMode {
+    /// Our cookie naming the server is set on answers.
+    Insert(InsertRule),
+    /// The application's cookie value gets the server's tag as a prefix.
+    Prefix,
+    /// The application's cookie name is rewritten (same length) to carry the server.
+    Rename,
+}
+
+/// `insert`'s options (as `config::InsertCookie`; durations in seconds, 0 for none).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InsertRule {
+    /// Take our cookie out of requests before the server sees them.
+    pub indirect: bool,
+    /// `Cache-Control: private` on answers that set it.
+    pub nocache: bool,
+    /// `HttpOnly`.
+    pub httponly: bool,
+    /// `Secure`.
+    pub secure: bool,
+    /// `Domain=`, empty for none.
+    pub domain: String,
+    /// Seconds unused before the cookie is void; 0: never.
+    pub max_idle: u64,
+    /// Seconds since the session began before it is void; 0: never.
+    pub max_life: u64,
 }
 
 /// A one-way listener's rules, as the switch has them in force.
@@ -82,18 +128,66 @@ impl Route {
         put_str(out, &self.group);
         out.push(self.persistence.code());
         out.push(u8::from(self.pinned));
+        match &self.cookie {
+            None => out.push(0),
+            Some(c) => c.encode(out),
+        }
     }
 
     pub(super) fn decode(c: &mut Cursor<'_>) -> Result<Route, WireError> {
         let listener = c.string()?;
         let group = c.string()?;
         let persistence = Persistence::from_code(c.byte()?).ok_or(c.bad())?;
-        let pinned = match c.byte()? {
-            0 => false,
-            1 => true,
+        let pinned = c.flag()?;
+        let cookie = CookieRule::decode(c)?;
+        Ok(Route { listener, group, persistence, pinned, cookie })
+    }
+}
+
+impl CookieRule {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.push(match self.mode {
+            CookieMode::Insert(_) => 1,
+            CookieMode::Prefix => 2,
+            CookieMode::Rename => 3,
+        });
+        put_str(out, &self.name);
+        put_str(out, &self.tag);
+        out.extend_from_slice(&self.index.to_le_bytes());
+        if let CookieMode::Insert(i) = &self.mode {
+            for flag in [i.indirect, i.nocache, i.httponly, i.secure] {
+                out.push(u8::from(flag));
+            }
+            put_str(out, &i.domain);
+            out.extend_from_slice(&i.max_idle.to_le_bytes());
+            out.extend_from_slice(&i.max_life.to_le_bytes());
+        }
+    }
+
+    /// `None` for the 0 byte that says "no cookie persistence".
+    fn decode(c: &mut Cursor<'_>) -> Result<Option<CookieRule>, WireError> {
+        let kind = c.byte()?;
+        if kind == 0 {
+            return Ok(None);
+        }
+        let name = c.string()?;
+        let tag = c.string()?;
+        let index = u16::from_le_bytes(c.take(2)?.try_into().map_err(|_| c.bad())?);
+        let mode = match kind {
+            1 => CookieMode::Insert(InsertRule {
+                indirect: c.flag()?,
+                nocache: c.flag()?,
+                httponly: c.flag()?,
+                secure: c.flag()?,
+                domain: c.string()?,
+                max_idle: c.u64()?,
+                max_life: c.u64()?,
+            }),
+            2 => CookieMode::Prefix,
+            3 => CookieMode::Rename,
             _ => return Err(c.bad()),
         };
-        Ok(Route { listener, group, persistence, pinned })
+        Ok(Some(CookieRule { mode, name, tag, index }))
     }
 }
 
@@ -180,6 +274,14 @@ impl<'a> Cursor<'a> {
 
     fn byte(&mut self) -> Result<u8, WireError> {
         Ok(self.take(1)?[0])
+    }
+
+    fn flag(&mut self) -> Result<bool, WireError> {
+        match self.byte()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(self.bad()),
+        }
     }
 
     pub(super) fn u32(&mut self) -> Result<u32, WireError> {

@@ -11,9 +11,12 @@
 //!   installation at start.
 //! - `policy`: the one-way listeners' rules for the agents (sent on each new control
 //!   connection, pushed after reloads).
+//! - `route`: what a hand-off tells the agent about its connection (listener, group,
+//!   connection and cookie persistence).
 
 mod control;
 pub mod policy;
+pub mod route;
 pub mod steering;
 
 use crate::floor::stats::Counter;

@@ -9,8 +9,6 @@ use crate::floor::stream::ClientStream;
 use crate::handoff;
 use crate::http::txn::Txn;
 use crate::upstream::decide::Decision;
-use config::ConnectionPersistence;
-use oneway::{Persistence, Route};
 use rules::Sticky;
 
 impl Txn<'_> {
@@ -34,12 +32,7 @@ impl Txn<'_> {
         already_read.extend_from_slice(&bytes[..head_len]);
         already_read.extend_from_slice(&self.s.held);
         already_read.extend_from_slice(&bytes[head_len..]);
-        let route = Route {
-            listener: l.name.clone(),
-            group: self.snap.group(group).name.clone(),
-            persistence: persistence(l.connection_persistence),
-            pinned: d.sticky == Sticky::IpPort,
-        };
+        let route = handoff::route::of(self.snap, self.listener, group, index, d.sticky == Sticky::IpPort);
         let ask =
             handoff::Ask { client: tcp, already_read: &already_read, target, oneway, snap: self.snap, route };
         match handoff::hand_off(&ask).await {
@@ -61,14 +54,4 @@ fn target(snap: &Snapshot, group: usize, index: usize) -> Option<config::Handoff
     let name = &g.servers.get(index)?.name;
     let group_cfg = snap.config.groups.iter().find(|c| c.name == g.name)?;
     group_cfg.servers.iter().find(|s| &s.name == name)?.handoff
-}
-
-/// The listener's connection persistence as its agents apply it (a one-way listener's
-/// config holds pin, close or redirect).
-fn persistence(p: ConnectionPersistence) -> Persistence {
-    match p {
-        ConnectionPersistence::Close => Persistence::Close,
-        ConnectionPersistence::Redirect => Persistence::Redirect,
-        ConnectionPersistence::Pin | ConnectionPersistence::PerRequest => Persistence::Pin,
-    }
 }

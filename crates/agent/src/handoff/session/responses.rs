@@ -1,16 +1,27 @@
-//! Server → client under `redirect`: each answer is read as HTTP (head, then its body as
-//! framed) and passed on as it came, so the request side knows when every answer to the
-//! requests it forwarded has reached the client — the moment a redirect may be written
-//! without cutting into an answer. Interim answers (1xx) do not count; after a 101, or an
-//! answer that is not HTTP, bytes are passed on unread.
+//! Server → client in a session: each answer is read as HTTP (head, then its body as
+//! framed) and passed on — its head edited when the connection closes after it (`close`)
+//! or cookie persistence sets or rewrites a cookie — so the request side knows when every
+//! answer to the requests it forwarded has reached the client: the moment a redirect may
+//! be written without cutting into an answer. Interim answers (1xx) do not count; after a
+//! 101, or an answer that is not HTTP, bytes are passed on unread.
 
-use super::{read_more, relay, write_closing};
+use super::head::{self, Field};
+use super::read_more;
+use crate::handoff::cookies::{Cookies, Seen};
 use http1::{BodyKind, BodyScanner, HeadLimits, Parse, ResponseHead};
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+/// How answers are edited.
+pub(super) struct Edits {
+    /// `Connection: close` on every final answer.
+    pub close: bool,
+    /// The group's cookie persistence.
+    pub cookies: Option<Arc<Cookies>>,
+}
 
 /// What the two directions share.
 #[derive(Default)]
@@ -21,16 +32,17 @@ pub(super) struct Track {
 
 #[derive(Default)]
 struct State {
-    /// For each request forwarded and not yet answered: was it HEAD.
-    pending: VecDeque<bool>,
+    /// For each request forwarded and not yet answered: was it HEAD, and what it carried
+    /// that its answer depends on.
+    pending: VecDeque<(bool, Seen)>,
     /// The request side will write to the client itself once `pending` is empty.
     stop: bool,
 }
 
 impl Track {
     /// A request (HEAD or not) goes to the server.
-    pub(super) fn sent(&self, is_head: bool) {
-        self.lock().pending.push_back(is_head);
+    pub(super) fn sent(&self, is_head: bool, seen: Seen) {
+        self.lock().pending.push_back((is_head, seen));
     }
 
     /// Stops passing answers on once every forwarded request is answered; waits for that
@@ -50,8 +62,9 @@ impl Track {
         true
     }
 
-    fn front_is_head(&self) -> bool {
-        self.lock().pending.front().copied().unwrap_or(false)
+    /// The oldest request waiting for its answer.
+    fn front(&self) -> (bool, Seen) {
+        self.lock().pending.front().cloned().unwrap_or_default()
     }
 
     /// An answer is complete; whether to stop.
@@ -73,9 +86,8 @@ impl Track {
 
 /// Passes answers from `server` to `client` until the server closes or the request side
 /// stops; half-closes the client unless the request side writes to it.
-pub(super) fn run(server: &TcpStream, client: &TcpStream, track: &Track) {
-    let result = answers(server, client, track);
-    if let Err(e) = &result {
+pub(super) fn run(server: &TcpStream, client: &TcpStream, track: &Track, edits: &Edits) {
+    if let Err(e) = answers(server, client, track, edits) {
         tracing::debug!(error = %e, "answers ended");
     }
     if !track.stopping() {
@@ -83,30 +95,69 @@ pub(super) fn run(server: &TcpStream, client: &TcpStream, track: &Track) {
     }
 }
 
-/// Under `close`: the answer's head goes to the client with `Connection: close` (interim
-/// answers as they are), then the rest is spliced until the server closes.
-pub(super) fn pass_closing(mut server: &TcpStream, mut client: &TcpStream, is_head: bool) {
-    let mut buf = Vec::with_capacity(16 * 1024);
-    let mut head = ResponseHead::new();
-    let result = (|| -> io::Result<()> {
-        loop {
-            if !read_answer_head(&mut server, &mut buf, &mut head, is_head)? {
-                return client.write_all(&buf);
-            }
-            if !head.is_interim() {
-                let mut out = Vec::with_capacity(head.head_len + 32);
-                write_closing(&buf, 0, &head.headers, &mut out);
-                out.extend_from_slice(&buf[head.head_len..]);
-                return client.write_all(&out);
-            }
-            client.write_all(&buf[..head.head_len])?;
-            buf.drain(..head.head_len);
+fn answers(mut server: &TcpStream, mut client: &TcpStream, track: &Track, edits: &Edits) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(64 * 1024);
+    let mut resp = ResponseHead::new();
+    let mut out = Vec::with_capacity(1024);
+    loop {
+        let (is_head, seen) = track.front();
+        if !read_answer_head(&mut server, &mut buf, &mut resp, is_head)? {
+            return opaque(server, client, &buf);
         }
-    })();
-    if let Err(e) = result {
-        tracing::debug!(error = %e, "answer ended");
+        if resp.is_interim() || resp.status == 101 {
+            client.write_all(&buf[..resp.head_len])?;
+            buf.drain(..resp.head_len);
+            if resp.status == 101 {
+                return opaque(server, client, &buf);
+            }
+            continue;
+        }
+        edited_head(&buf, &resp, edits, &seen, &mut out);
+        client.write_all(if out.is_empty() { &buf[..resp.head_len] } else { &out })?;
+        buf.drain(..resp.head_len);
+        pass_body(server, client, &mut buf, resp.body)?;
+        if track.answered() {
+            return Ok(());
+        }
     }
-    relay::pump(server, client);
+}
+
+/// The answer's head as the client must get it, in `out` (left empty when it goes as sent).
+fn edited_head(buf: &[u8], resp: &ResponseHead, edits: &Edits, seen: &Seen, out: &mut Vec<u8>) {
+    out.clear();
+    let mut extra = Vec::new();
+    if let Some(c) = &edits.cookies {
+        let set_cookies = resp
+            .headers
+            .iter()
+            .filter(|h| h.name.slice(buf).eq_ignore_ascii_case(b"set-cookie"))
+            .map(|h| h.value.slice(buf));
+        c.extra(seen, set_cookies, &mut extra);
+    }
+    if edits.close {
+        extra.extend_from_slice(b"Connection: close\r\n");
+    }
+    let mut replaced = Vec::new();
+    let mut field = |name: &[u8], value: &[u8]| {
+        if edits.close && head::is_connection_field(name) {
+            return Field::Drop;
+        }
+        match &edits.cookies {
+            Some(c) if name.eq_ignore_ascii_case(b"set-cookie") && c.on_set_cookie(value, &mut replaced) => {
+                Field::Value(std::mem::take(&mut replaced))
+            }
+            _ => Field::Keep,
+        }
+    };
+    let touches = |h: &http1::HeaderSpan| {
+        let name = h.name.slice(buf);
+        (edits.close && head::is_connection_field(name))
+            || (edits.cookies.is_some() && name.eq_ignore_ascii_case(b"set-cookie"))
+    };
+    if extra.is_empty() && !resp.headers.iter().any(touches) {
+        return;
+    }
+    head::write(buf, 0, &resp.headers, &mut field, &extra, out);
 }
 
 /// Reads until `buf` starts with a whole answer head: true; false when the server closed
@@ -128,28 +179,6 @@ fn read_answer_head(
         }
         if read_more(server, buf)? == 0 {
             return Ok(false);
-        }
-    }
-}
-
-fn answers(mut server: &TcpStream, mut client: &TcpStream, track: &Track) -> io::Result<()> {
-    let mut buf = Vec::with_capacity(64 * 1024);
-    let mut head = ResponseHead::new();
-    loop {
-        if !read_answer_head(&mut server, &mut buf, &mut head, track.front_is_head())? {
-            return opaque(server, client, &buf);
-        }
-        client.write_all(&buf[..head.head_len])?;
-        buf.drain(..head.head_len);
-        if head.status == 101 {
-            return opaque(server, client, &buf);
-        }
-        if head.is_interim() {
-            continue;
-        }
-        pass_body(server, client, &mut buf, head.body)?;
-        if track.answered() {
-            return Ok(());
         }
     }
 }

@@ -1,0 +1,64 @@
+//! The hand-off's [`Route`]: what the agent needs to treat the connection's later requests
+//! and answers — the listener (whose rules it holds), the group, the listener's connection
+//! persistence, and the group's cookie persistence for the chosen server.
+
+use crate::floor::snapshot::Snapshot;
+use config::{ConnectionPersistence, PersistMode};
+use oneway::{CookieMode, CookieRule, InsertRule, Persistence, Route};
+
+/// The route of a request of `listener` sent to server `index` of `group`; `pinned` when
+/// the deciding rule said `STICKY_IP_PORT`.
+pub fn of(snap: &Snapshot, listener: usize, group: usize, index: usize, pinned: bool) -> Route {
+    let l = &snap.config.listeners[listener];
+    let g = snap.group(group);
+    Route {
+        listener: l.name.clone(),
+        group: g.name.clone(),
+        persistence: persistence(l.connection_persistence),
+        pinned,
+        cookie: cookie(snap, group, index),
+    }
+}
+
+/// The listener's connection persistence as its agents apply it (a one-way listener's
+/// config holds pin, close or redirect).
+fn persistence(p: ConnectionPersistence) -> Persistence {
+    match p {
+        ConnectionPersistence::Close => Persistence::Close,
+        ConnectionPersistence::Redirect => Persistence::Redirect,
+        ConnectionPersistence::Pin | ConnectionPersistence::PerRequest => Persistence::Pin,
+    }
+}
+
+/// The group's cookie persistence for server `index`. `learn` is not applied by agents:
+/// what they learn would have to reach the switch's table (docs/oneway.md, limits).
+fn cookie(snap: &Snapshot, group: usize, index: usize) -> Option<CookieRule> {
+    let g = snap.group(group);
+    let cfg = snap.config.groups.iter().find(|c| c.name == g.name)?;
+    let name = &g.servers.get(index)?.name;
+    let server = cfg.servers.iter().find(|s| &s.name == name)?;
+    let (mode, name) = match &cfg.persistence.as_ref()?.mode {
+        PersistMode::Insert(i) => {
+            let secs = |d: Option<std::time::Duration>| d.map_or(0, |d| d.as_secs().max(1));
+            let rule = InsertRule {
+                indirect: i.indirect,
+                nocache: i.nocache,
+                httponly: i.httponly,
+                secure: i.secure,
+                domain: i.domain.clone().unwrap_or_default(),
+                max_idle: secs(i.max_idle),
+                max_life: secs(i.max_life),
+            };
+            (CookieMode::Insert(rule), &i.cookie)
+        }
+        PersistMode::Prefix { cookie } => (CookieMode::Prefix, cookie),
+        PersistMode::Rename { cookie } => (CookieMode::Rename, cookie),
+        _ => return None,
+    };
+    Some(CookieRule {
+        mode,
+        name: name.clone(),
+        tag: server.cookie.clone(),
+        index: u16::try_from(index).ok()?,
+    })
+}
