@@ -13,6 +13,7 @@
 mod control;
 pub mod steering;
 
+use crate::floor::snapshot::Snapshot;
 use crate::floor::stats::Counter;
 use oneway::Frame;
 use std::net::{SocketAddr, SocketAddrV4};
@@ -28,6 +29,15 @@ pub struct Ask<'a> {
     pub target: config::Handoff,
     /// `[oneway]`.
     pub oneway: &'a config::OneWay,
+}
+
+/// The agent of server `index` of `group`, from the config in force (`None`: the server
+/// has none; its connections are served two-way).
+pub fn target(snap: &Snapshot, group: usize, index: usize) -> Option<config::Handoff> {
+    let g = snap.group(group);
+    let name = &g.servers.get(index)?.name;
+    let group_cfg = snap.config.groups.iter().find(|c| c.name == g.name)?;
+    group_cfg.servers.iter().find(|s| &s.name == name)?.handoff
 }
 
 /// Hands the connection off. `Ok`: the agent serves it; drop the socket without writing
