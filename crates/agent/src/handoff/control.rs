@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 /// How often the loop wakes to drop restored connections whose GO is late.
 const TICK: Duration = Duration::from_millis(100);
 
+/// A restored connection waiting for GO: the socket, since when, and the local server it
+/// goes to (chosen by the VIP port it was made to).
+type Pending = (Socket, Instant, SocketAddr);
+
 /// Serves one switch until it closes or breaks the protocol.
 pub(super) fn serve(mut conn: TcpStream, peer: SocketAddr, cfg: &HandoffConfig, counts: &HandoffCounts) {
     let _ = conn.set_nodelay(true);
@@ -22,7 +26,7 @@ pub(super) fn serve(mut conn: TcpStream, peer: SocketAddr, cfg: &HandoffConfig, 
     if !authenticate(&mut conn, &mut reader, cfg, counts, peer) {
         return;
     }
-    let mut pending: HashMap<u64, (Socket, Instant)> = HashMap::new();
+    let mut pending: HashMap<u64, Pending> = HashMap::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         expire(&mut pending, cfg.go_timeout, counts);
@@ -91,7 +95,7 @@ fn authenticate(
 fn handle(
     frame: Frame,
     conn: &mut TcpStream,
-    pending: &mut HashMap<u64, (Socket, Instant)>,
+    pending: &mut HashMap<u64, Pending>,
     cfg: &HandoffConfig,
     counts: &HandoffCounts,
 ) -> io::Result<()> {
@@ -99,7 +103,7 @@ fn handle(
         Frame::Handoff { id, vip, client, state, already_read } => {
             match oneway::restore(&state, &already_read, vip, client) {
                 Ok(sock) => {
-                    pending.insert(id, (sock, Instant::now()));
+                    pending.insert(id, (sock, Instant::now(), cfg.local_for(vip.port())));
                     send(conn, &Frame::Ready { id })
                 }
                 Err(e) => {
@@ -110,8 +114,8 @@ fn handle(
             }
         }
         Frame::Go { id } => {
-            if let Some((sock, _)) = pending.remove(&id) {
-                go(sock, cfg, counts);
+            if let Some((sock, _, local)) = pending.remove(&id) {
+                go(sock, local, cfg, counts);
             }
             Ok(())
         }
@@ -129,8 +133,8 @@ fn handle(
 }
 
 /// Leaves repair mode (the window probe makes the client ACK along the new path) and
-/// relays the connection to the local server.
-fn go(sock: Socket, cfg: &HandoffConfig, counts: &HandoffCounts) {
+/// relays the connection to the local server `local`.
+fn go(sock: Socket, local: SocketAddr, cfg: &HandoffConfig, counts: &HandoffCounts) {
     if let Err(e) = oneway::leave_repair(&sock, true) {
         counts.failed.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(error = %e, "leaving repair mode failed");
@@ -138,14 +142,14 @@ fn go(sock: Socket, cfg: &HandoffConfig, counts: &HandoffCounts) {
     }
     counts.served.fetch_add(1, Ordering::Relaxed);
     let client: TcpStream = sock.into();
-    relay::spawn(client, cfg.local, cfg.idle_timeout);
+    relay::spawn(client, local, cfg.idle_timeout);
 }
 
 /// Drops restored connections whose GO did not come within `timeout` (in repair mode:
 /// nothing is sent; the switch serves them, or the client retries).
-fn expire(pending: &mut HashMap<u64, (Socket, Instant)>, timeout: Duration, counts: &HandoffCounts) {
+fn expire(pending: &mut HashMap<u64, Pending>, timeout: Duration, counts: &HandoffCounts) {
     let before = pending.len();
-    pending.retain(|_, (_, since)| since.elapsed() < timeout);
+    pending.retain(|_, (_, since, _)| since.elapsed() < timeout);
     counts.aborted.fetch_add((before - pending.len()) as u64, Ordering::Relaxed);
 }
 
