@@ -1,11 +1,12 @@
 //! The agent's hand-off server (one-way switching, issue 12): switches connect to it,
 //! authenticate with the shared token, and hand it live client connections. For each one it
 //! restores the socket with `TCP_REPAIR` (`oneway::restore`, the routed request — or
-//! ClientHello — put back in the receive queue), answers READY, and on GO leaves repair mode and gives the connection
-//! to a local server through a `splice(2)` relay (`relay`) — the one for the VIP port the
-//! client connected to (`HandoffConfig::local_for`: a TLS listener's connections go to the
-//! host's TLS server) — so an unmodified server reads the request (or the ClientHello) as
-//! the client sent it and its answer goes to the client directly.
+//! ClientHello — put back in the receive queue), answers READY, and on GO leaves repair
+//! mode and gives the connection to a local server through a `splice(2)` relay (`relay`) —
+//! the one for the VIP port the client connected to (`HandoffConfig::local_for`: a TLS
+//! listener's connections go to the host's TLS server) — so an unmodified server reads the
+//! request (or the ClientHello) as the client sent it and its answer goes to the client
+//! directly.
 //! On ABORT, or when no GO comes in time, the restored socket is dropped in repair mode:
 //! nothing is sent.
 //!

@@ -34,7 +34,12 @@ pub struct Args {
 
     /// The local server for the hand-offs of one VIP port, e.g. 443=127.0.0.1:8443 (the
     /// host's TLS server, for a one-way TLS listener on port 443); repeat for more ports.
-    #[arg(long = "local-port", value_name = "PORT=ADDR", value_parser = parse_local_port, requires = "handoff_listen")]
+    #[arg(
+        long = "local-port",
+        value_name = "PORT=ADDR",
+        value_parser = parse_local_port,
+        requires = "handoff_listen"
+    )]
     pub local_ports: Vec<(u16, SocketAddr)>,
 
     /// File holding the hand-off token (`[oneway] token` on the switches).

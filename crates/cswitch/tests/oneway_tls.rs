@@ -59,7 +59,8 @@ fn fetch_tls(bed: &Testbed, sni: &str) -> Vec<u8> {
          \tif not chunk: sys.exit('closed in the head')\n\
          \tdata += chunk\n\
          head, body = data.split(b'\\r\\n\\r\\n', 1)\n\
-         length = int([l.split(b':')[1] for l in head.split(b'\\r\\n') if l.lower().startswith(b'content-length:')][0])\n\
+         fields = dict(l.lower().split(b':', 1) for l in head.split(b'\\r\\n')[1:])\n\
+         length = int(fields[b'content-length'])\n\
          while len(body) < length:\n\
          \tchunk = s.recv(65536)\n\
          \tif not chunk: break\n\
