@@ -1,9 +1,12 @@
 //! The agent's hand-off server (one-way switching, issue 12): switches connect to it,
 //! authenticate with the shared token, and hand it live client connections. For each one it
-//! restores the socket with `TCP_REPAIR` (`oneway::restore`, the routed request put back in
-//! the receive queue), answers READY, and on GO leaves repair mode and gives the connection
-//! to the local web server through a `splice(2)` relay (`relay`), so an unmodified server
-//! reads the request as the client sent it and its answer goes to the client directly.
+//! restores the socket with `TCP_REPAIR` (`oneway::restore`, the routed request — or
+//! ClientHello — put back in the receive queue), answers READY, and on GO leaves repair
+//! mode and gives the connection to a local server through a `splice(2)` relay (`relay`) —
+//! the one for the VIP port the client connected to (`HandoffConfig::local_for`: a TLS
+//! listener's connections go to the host's TLS server) — so an unmodified server reads the
+//! request (or the ClientHello) as the client sent it and its answer goes to the client
+//! directly.
 //! On ABORT, or when no GO comes in time, the restored socket is dropped in repair mode:
 //! nothing is sent.
 //!
@@ -22,6 +25,7 @@ mod policy;
 mod relay;
 mod session;
 
+use std::collections::BTreeMap;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -36,12 +40,23 @@ pub struct HandoffConfig {
     pub listen: SocketAddr,
     /// The shared token (`[oneway] token` on the switch).
     pub token: String,
-    /// The local web server restored connections are relayed to.
+    /// The local server restored connections are relayed to, unless `local_ports` names
+    /// one for their VIP port.
     pub local: SocketAddr,
+    /// Local servers by the VIP port the client connected to (e.g. 443 → the host's TLS
+    /// server, when the switch has a one-way TLS passthrough listener there).
+    pub local_ports: BTreeMap<u16, SocketAddr>,
     /// How long a restored connection waits for GO before it is dropped (silently).
     pub go_timeout: Duration,
     /// A relayed connection with no byte either way for this long is closed.
     pub idle_timeout: Duration,
+}
+
+impl HandoffConfig {
+    /// The local server for a connection the client made to the VIP's port `vip_port`.
+    pub fn local_for(&self, vip_port: u16) -> SocketAddr {
+        self.local_ports.get(&vip_port).copied().unwrap_or(self.local)
+    }
 }
 
 /// What the server did, for logs and tests.
@@ -82,14 +97,14 @@ impl HandoffServer {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared::default());
         let stop = Arc::new(AtomicBool::new(false));
-        let local = cfg.local;
+        let (local, ports) = (cfg.local, format!("{:?}", cfg.local_ports));
         let thread = {
             let (shared, stop, cfg) = (Arc::clone(&shared), Arc::clone(&stop), Arc::new(cfg));
             std::thread::Builder::new()
                 .name("handoff-accept".into())
                 .spawn(move || accept_loop(&listener, &cfg, &shared, &stop))?
         };
-        tracing::info!(%addr, %local, "hand-off server listening");
+        tracing::info!(%addr, %local, local_ports = %ports, "hand-off server listening");
         Ok(HandoffServer { addr, shared, stop, thread: Some(thread) })
     }
 
@@ -139,6 +154,30 @@ fn accept_loop(listener: &TcpListener, cfg: &Arc<HandoffConfig>, shared: &Arc<Sh
                 tracing::warn!(error = %e, "hand-off accept failed");
                 std::thread::sleep(Duration::from_millis(100));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_vip_port_chooses_the_local_server() {
+        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let cfg = HandoffConfig {
+            listen: addr("127.0.0.1:9000"),
+            token: "0123456789abcdef".into(),
+            local: addr("127.0.0.1:8080"),
+            local_ports: BTreeMap::from([(443, addr("127.0.0.1:8443")), (8443, addr("[::1]:9443"))]),
+            go_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(300),
+        };
+        assert_eq!(cfg.local_for(443), addr("127.0.0.1:8443"));
+        assert_eq!(cfg.local_for(8443), addr("[::1]:9443"));
+        // Any other port: the default.
+        for port in [80, 8080, 444, 0] {
+            assert_eq!(cfg.local_for(port), addr("127.0.0.1:8080"), "{port}");
         }
     }
 }

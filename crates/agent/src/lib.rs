@@ -14,7 +14,8 @@
 //!
 //! `handoff.rs` (with `handoff/control.rs`, `handoff/relay.rs`) is the other half of the
 //! agent: one-way switching's hand-off server, which restores connections a switch hands
-//! over (`oneway`) and relays them to the local web server with `splice`.
+//! over (`oneway`) and relays them with `splice` to the local server for the VIP port the
+//! client connected to (the web server, or the TLS server of a TLS passthrough listener).
 
 pub mod capacity;
 pub mod handoff;

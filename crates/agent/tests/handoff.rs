@@ -2,10 +2,11 @@
 //! client, reads its request, dumps the connection with TCP_REPAIR and hands it over the
 //! control channel; the agent restores it and relays it to a local web server, which
 //! answers the client directly — the request it reads is the one the client sent, and a
-//! second request on the same connection is served too. A wrong token is refused; ABORT
-//! leaves the client's connection silent (no FIN, no reset). Later requests under each
-//! `connection_persistence`: `close` ends the connection after the first answer,
-//! `redirect` answers a request the switch's rules send to another group with a redirect.
+//! second request on the same connection is served too; the VIP port chooses the local
+//! server. A wrong token is refused; ABORT leaves the client's connection silent (no FIN,
+//! no reset). Later requests under each `connection_persistence`: `close` ends the
+//! connection after the first answer, `redirect` answers a request the switch's rules send
+//! to another group with a redirect.
 //!
 //! Needs CAP_NET_ADMIN (TCP_REPAIR): without it the tests say so and pass, unless
 //! `CSWITCH_REQUIRE_KERNEL=1` (`.ci/run`) makes them fail.
@@ -69,15 +70,19 @@ fn origin(size: usize) -> SocketAddr {
     addr
 }
 
-fn agent(local: SocketAddr) -> HandoffServer {
-    HandoffServer::start(HandoffConfig {
+fn config(local: SocketAddr) -> HandoffConfig {
+    HandoffConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         token: TOKEN.into(),
         local,
+        local_ports: Default::default(),
         go_timeout: Duration::from_secs(2),
         idle_timeout: Duration::from_secs(5),
-    })
-    .unwrap()
+    }
+}
+
+fn agent(local: SocketAddr) -> HandoffServer {
+    HandoffServer::start(config(local)).unwrap()
 }
 
 /// A client connected to a "switch" socket (MSS 1448, as on Ethernet), the switch side
@@ -200,6 +205,27 @@ fn a_handed_off_connection_is_answered_by_the_local_server() {
     client.write_all(b"GET /second HTTP/1.1\r\nHost: vip\r\n\r\n").unwrap();
     assert!(read_response(&mut client).contains("\r\n\r\n/second:"));
     assert_eq!(agent.counts().served.load(Ordering::Relaxed), 1);
+}
+
+/// The VIP port the client connected to chooses the local server: one named for that port
+/// gets the connection, not the default (`--local-port`, e.g. 443 → the host's TLS server).
+#[test]
+fn the_vip_port_chooses_the_local_server() {
+    if !kernel_allows() {
+        return;
+    }
+    let (mut client, switch, vip, client_addr) = client_and_switch();
+    let mut cfg = config(origin(10));
+    cfg.local_ports.insert(vip.port(), origin(20));
+    let agent = HandoffServer::start(cfg).unwrap();
+    let (mut c, mut r) = control(&agent, TOKEN);
+    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let request = b"GET /port HTTP/1.1\r\nHost: vip\r\n\r\n";
+    client.write_all(request).unwrap();
+    assert_eq!(hand_off(switch, request, &mut c, &mut r, vip, client_addr), Frame::Ready { id: 1 });
+    send(&mut c, &Frame::Go { id: 1 });
+    let answer = read_response(&mut client);
+    assert!(answer.ends_with(&format!("\r\n\r\n/port:{}", "x".repeat(20))), "{answer}");
 }
 
 #[test]

@@ -114,8 +114,9 @@ fn references(sink: &mut Sink, listeners: &[ListenerDraft], groups: &[GroupDraft
     }
 }
 
-/// A one-way listener needs `[oneway]`, HTTP without TLS termination, and at least one
-/// server with an agent in its default group. `section_written`: `[oneway]` is in the file
+/// A one-way listener needs `[oneway]`, HTTP without TLS termination or TLS passthrough
+/// (`protocol = "tls"`, which never terminates), and at least one server with an agent in
+/// its default group. `section_written`: `[oneway]` is in the file
 /// (when it is there but invalid, its own error is the one to read).
 pub(crate) fn oneway_listeners(
     listeners: &[ListenerDraft],
@@ -128,17 +129,20 @@ pub(crate) fn oneway_listeners(
         let fail = |sink: &mut Sink, message: String, hint: &str| {
             sink.error(&mode.span, &mode.key, message, Some(hint.to_string()));
         };
-        if l.protocol != crate::Protocol::Http {
+        if !matches!(l.protocol, crate::Protocol::Http | crate::Protocol::Tls) {
             fail(
                 sink,
-                format!("mode = \"one-way\" is built for protocol = \"http\", not \"{}\"", l.protocol.name()),
+                format!(
+                    "mode = \"one-way\" is built for protocol = \"http\" and \"tls\", not \"{}\"",
+                    l.protocol.name()
+                ),
                 "remove `mode` (two-way)",
             );
         } else if l.tls.is_some() {
             fail(
                 sink,
                 "a listener that terminates TLS stays two-way (the TLS session cannot move)".into(),
-                "remove `mode`, or `tls`",
+                "remove `mode`, or `tls`; protocol = \"tls\" (passthrough) can be one-way",
             );
         } else if !section_written {
             fail(

@@ -510,5 +510,28 @@ fn oneway_mistakes_are_named_where_they_are() {
     assert_eq!(d.message, "no server of group `g` has an agent to hand connections to");
     // One-way on a mail listener.
     let d = one(&ONEWAY.replace("mode = 'one-way'", "protocol = 'smtp'\nmode = 'one-way'"));
-    assert_eq!(d.message, "mode = \"one-way\" is built for protocol = \"http\", not \"smtp\"");
+    assert_eq!(d.message, "mode = \"one-way\" is built for protocol = \"http\" and \"tls\", not \"smtp\"");
+    assert_at(&d, 10, 8, "listener[0].mode");
+    // One-way on a listener that terminates TLS: refused at `mode`, whatever else is wrong
+    // with its certificates (the files do not exist here).
+    let diags = errors(
+        &ONEWAY.replace("mode = 'one-way'\n", "mode = 'one-way'\ntls = { cert = 'a.pem', key = 'a.key' }\n"),
+    );
+    let d = diags.iter().find(|d| d.key == "listener[0].mode").expect("the one-way refusal");
+    assert_at(d, 9, 8, "listener[0].mode");
+    assert_eq!(d.message, "a listener that terminates TLS stays two-way (the TLS session cannot move)");
+    assert_eq!(hint(d), "remove `mode`, or `tls`; protocol = \"tls\" (passthrough) can be one-way");
+}
+
+/// TLS passthrough (`protocol = "tls"`) may be one-way: the switch routes on the
+/// ClientHello and hands the connection off; the server's TLS session never touched it.
+#[test]
+fn oneway_tls_passthrough_is_accepted() {
+    let text = ONEWAY.replace("mode = 'one-way'", "protocol = 'tls'\nmode = 'one-way'");
+    let c = parse(&text, Path::new("c.toml")).unwrap();
+    assert_eq!(c.listeners[0].protocol, cswitch_config::Protocol::Tls);
+    assert_eq!(c.listeners[0].mode, cswitch_config::Mode::OneWay);
+    // The checks that hold for HTTP hold for it too: no agent in the default group.
+    let d = one(&text.replace(", agent = '10.0.0.11:9000', mac = '02:00:00:00:00:11'", ""));
+    assert_eq!(d.message, "no server of group `g` has an agent to hand connections to");
 }

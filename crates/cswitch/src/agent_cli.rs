@@ -2,6 +2,7 @@
 //! agent itself — measuring, the capacity function, the reports and the reporting thread —
 //! is the `agent` library crate; this is only its command line.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,9 +27,20 @@ pub struct Args {
     #[arg(long = "handoff-listen", value_name = "ADDR", requires = "local")]
     pub handoff_listen: Option<SocketAddr>,
 
-    /// The local web server handed-off connections are relayed to.
+    /// The local server handed-off connections are relayed to (unless --local-port names
+    /// one for their VIP port).
     #[arg(long, value_name = "ADDR")]
     pub local: Option<SocketAddr>,
+
+    /// The local server for the hand-offs of one VIP port, e.g. 443=127.0.0.1:8443 (the
+    /// host's TLS server, for a one-way TLS listener on port 443); repeat for more ports.
+    #[arg(
+        long = "local-port",
+        value_name = "PORT=ADDR",
+        value_parser = parse_local_port,
+        requires = "handoff_listen"
+    )]
+    pub local_ports: Vec<(u16, SocketAddr)>,
 
     /// File holding the hand-off token (`[oneway] token` on the switches).
     #[arg(long = "handoff-token-file", value_name = "PATH")]
@@ -84,10 +96,17 @@ impl Args {
         if token.len() < 16 {
             return Err("the hand-off token must have at least 16 characters".into());
         }
+        let mut local_ports = BTreeMap::new();
+        for &(port, addr) in &self.local_ports {
+            if local_ports.insert(port, addr).is_some() {
+                return Err(format!("--local-port {port} is given twice"));
+            }
+        }
         Ok(Some(HandoffConfig {
             listen,
             token,
             local,
+            local_ports,
             go_timeout: Duration::from_secs(2),
             idle_timeout: Duration::from_secs(300),
         }))
@@ -164,6 +183,19 @@ fn token(inline: Option<String>, file: Option<PathBuf>) -> Result<Option<String>
         return Err("the token must be printable ASCII without spaces".into());
     }
     Ok(Some(token))
+}
+
+/// Parses `--local-port`'s `PORT=ADDR`: a VIP port (1–65535) and the local server for it.
+pub fn parse_local_port(text: &str) -> Result<(u16, SocketAddr), String> {
+    let (port, addr) =
+        text.split_once('=').ok_or(format!("{text:?}: expected PORT=ADDR, e.g. 443=127.0.0.1:8443"))?;
+    let port = port
+        .parse::<u16>()
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or(format!("{text:?}: {port:?} is not a port (1-65535)"))?;
+    let addr = addr.parse().map_err(|_| format!("{text:?}: {addr:?} is not an address (IP:port)"))?;
+    Ok((port, addr))
 }
 
 /// Parses `500ms`, `1s`, `2m`: a whole number and a unit, which is required.
@@ -311,6 +343,39 @@ mod tests {
         std::fs::write(&path, "short").unwrap();
         assert!(a.handoff_config().unwrap_err().contains("at least 16"));
         let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn local_servers_by_vip_port() {
+        let path = std::env::temp_dir().join(format!("cswitch-local-port-token-{}", std::process::id()));
+        std::fs::write(&path, "0123456789abcdef0123").unwrap();
+        let base = format!(
+            "--handoff-listen 127.0.0.1:9000 --local 127.0.0.1:8080 --handoff-token-file {}",
+            path.display()
+        );
+        let cfg = args(&format!("{base} --local-port 443=127.0.0.1:8443 --local-port 8443=[::1]:9443"))
+            .unwrap()
+            .handoff_config()
+            .unwrap()
+            .unwrap();
+        assert_eq!(cfg.local_for(443), "127.0.0.1:8443".parse().unwrap());
+        assert_eq!(cfg.local_for(8443), "[::1]:9443".parse().unwrap());
+        assert_eq!(cfg.local_for(80), "127.0.0.1:8080".parse().unwrap(), "other ports: --local");
+        let twice = args(&format!("{base} --local-port 443=127.0.0.1:8443 --local-port 443=127.0.0.1:9443"));
+        assert_eq!(twice.unwrap().handoff_config().unwrap_err(), "--local-port 443 is given twice");
+        let _ = std::fs::remove_file(&path);
+        for (bad, want) in [
+            ("443", "expected PORT=ADDR"),
+            ("0=127.0.0.1:8443", "is not a port"),
+            ("https=127.0.0.1:8443", "is not a port"),
+            ("443=localhost:8443", "is not an address"),
+        ] {
+            let err = args(&format!("{base} --local-port {bad}")).unwrap_err();
+            assert!(err.contains(want), "{bad}: {err}");
+        }
+        // Only with a hand-off server.
+        let err = args("--server 1.2.3.4:80 --switch 1.2.3.5:9 --local-port 443=127.0.0.1:8443").unwrap_err();
+        assert!(err.contains("--handoff-listen"), "{err}");
     }
 
     #[test]

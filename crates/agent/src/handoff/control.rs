@@ -24,6 +24,8 @@ struct Pending {
     route: Route,
     vip: SocketAddr,
     client: SocketAddr,
+    /// The local server it goes to (chosen by the VIP port it was made to).
+    local: SocketAddr,
 }
 
 /// Serves one switch until it closes or breaks the protocol.
@@ -113,7 +115,8 @@ fn handle(
         Frame::Handoff { id, vip, client, route, state, already_read } => {
             match oneway::restore(&state, &already_read, vip, client) {
                 Ok(sock) => {
-                    pending.insert(id, Pending { sock, since: Instant::now(), route, vip, client });
+                    let local = cfg.local_for(vip.port());
+                    pending.insert(id, Pending { sock, since: Instant::now(), route, vip, client, local });
                     send(conn, &Frame::Ready { id })
                 }
                 Err(e) => {
@@ -160,7 +163,7 @@ fn go(p: Pending, cfg: &HandoffConfig, shared: &Arc<Shared>) {
     let client: TcpStream = p.sock.into();
     let cookies = p.route.cookie.as_ref().and_then(Cookies::new).map(Arc::new);
     if p.route.persistence == Persistence::Pin && cookies.is_none() {
-        relay::spawn(client, cfg.local, cfg.idle_timeout);
+        relay::spawn(client, p.local, cfg.idle_timeout);
         return;
     }
     let s = Session {
@@ -171,7 +174,7 @@ fn go(p: Pending, cfg: &HandoffConfig, shared: &Arc<Shared>) {
         idle: cfg.idle_timeout,
         cookies,
     };
-    session::spawn(client, cfg.local, s);
+    session::spawn(client, p.local, s);
 }
 
 /// Drops restored connections whose GO did not come within `timeout` (in repair mode:

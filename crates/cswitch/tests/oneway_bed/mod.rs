@@ -162,10 +162,17 @@ pub fn start_switch(bed: &Testbed, dir: &std::path::Path, config: &str) -> Proc 
 
 /// http.server on `host` takes a moment to bind.
 pub fn wait_for_web_on(bed: &Testbed, host: &str) {
-    let probe = "import socket,sys\ntry:\n  socket.create_connection(('127.0.0.1',8080),1)\nexcept OSError:\n  sys.exit(1)";
+    wait_for_port(bed, host, 8080);
+}
+
+/// Waits (up to 10 s) until something listens on 127.0.0.1:`port` of `host`.
+pub fn wait_for_port(bed: &Testbed, host: &str, port: u16) {
+    let probe = format!(
+        "import socket,sys\ntry:\n  socket.create_connection(('127.0.0.1',{port}),1)\nexcept OSError:\n  sys.exit(1)"
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !bed.try_ok(host, &["python3", "-c", probe]) {
-        assert!(Instant::now() < deadline, "web server not up");
+    while !bed.try_ok(host, &["python3", "-c", &probe]) {
+        assert!(Instant::now() < deadline, "nothing listens on port {port} of {host}");
         std::thread::sleep(Duration::from_millis(100));
     }
 }

@@ -19,6 +19,7 @@ pub mod policy;
 pub mod route;
 pub mod steering;
 
+use crate::floor::snapshot::Snapshot;
 use crate::floor::stats::Counter;
 use oneway::Frame;
 use std::net::{SocketAddr, SocketAddrV4};
@@ -38,6 +39,15 @@ pub struct Ask<'a> {
     pub snap: &'a crate::floor::snapshot::Snapshot,
     /// Where the request was routed, for the agent's treatment of later requests.
     pub route: oneway::Route,
+}
+
+/// The agent of server `index` of `group`, from the config in force (`None`: the server
+/// has none; its connections are served two-way).
+pub fn target(snap: &Snapshot, group: usize, index: usize) -> Option<config::Handoff> {
+    let g = snap.group(group);
+    let name = &g.servers.get(index)?.name;
+    let group_cfg = snap.config.groups.iter().find(|c| c.name == g.name)?;
+    group_cfg.servers.iter().find(|s| &s.name == name)?.handoff
 }
 
 /// Hands the connection off. `Ok`: the agent serves it; drop the socket without writing

@@ -20,6 +20,18 @@ pub fn of(snap: &Snapshot, listener: usize, group: usize, index: usize, pinned: 
     }
 }
 
+/// The route of a connection whose bytes the agent cannot read (TLS passthrough): pinned to
+/// its server, no cookies.
+pub fn opaque(snap: &Snapshot, listener: usize, group: usize) -> Route {
+    Route {
+        listener: snap.config.listeners[listener].name.clone(),
+        group: snap.group(group).name.clone(),
+        persistence: Persistence::Pin,
+        pinned: true,
+        cookie: None,
+    }
+}
+
 /// The listener's connection persistence as its agents apply it (a one-way listener's
 /// config holds pin, close or redirect).
 fn persistence(p: ConnectionPersistence) -> Persistence {

@@ -4,7 +4,6 @@
 //! agent (`crate::handoff`), which gives it to the server, and the server answers the
 //! client directly. When the hand-off cannot be made the request goes on two-way.
 
-use crate::floor::snapshot::Snapshot;
 use crate::floor::stream::ClientStream;
 use crate::handoff;
 use crate::http::txn::Txn;
@@ -22,7 +21,7 @@ impl Txn<'_> {
             return None;
         }
         let oneway = self.snap.config.oneway.as_ref()?;
-        let target = target(self.snap, group, index)?;
+        let target = handoff::target(self.snap, group, index)?;
         let ClientStream::Plain(tcp) = &self.client.stream else { return None };
         let buf = self.client.buf.as_ref()?;
         // What the client sent and the switch read, in order: the head, the body moved
@@ -46,12 +45,4 @@ impl Txn<'_> {
             }
         }
     }
-}
-
-/// The agent of server `index` of `group`, from the config in force.
-fn target(snap: &Snapshot, group: usize, index: usize) -> Option<config::Handoff> {
-    let g = snap.group(group);
-    let name = &g.servers.get(index)?.name;
-    let group_cfg = snap.config.groups.iter().find(|c| c.name == g.name)?;
-    group_cfg.servers.iter().find(|s| &s.name == name)?.handoff
 }

@@ -2,7 +2,9 @@
 //! the rules route on `tls.sni`, `tls.alpn`, `tls.session_id`, `tls.version`, connect, and
 //! tunnel the bytes untouched. Session-ID persistence (seed 000 §1): the session ID a
 //! server issues in its ServerHello (TLS ≤ 1.2) is remembered, and a client that resumes
-//! with it goes back to that server.
+//! with it goes back to that server. On a one-way listener the routed connection is
+//! handed to the server's agent instead (`super::handoff`), and served two-way when it
+//! cannot be.
 
 use crate::floor::buf::IoBuf;
 use crate::floor::io::{read_some, IoFail};
@@ -11,6 +13,7 @@ use crate::floor::stats::Counter;
 use crate::floor::tables::sticky_ip::Target;
 use crate::floor::worker::Worker;
 use crate::observe::record::{self, Details, Entry, Outcome};
+use crate::tls::handoff::{self, HandOff};
 use crate::upstream::connect::pick_and_connect;
 use crate::upstream::decide::{self, Decision};
 use crate::upstream::pick::push_ip;
@@ -105,8 +108,10 @@ struct Ends<'a> {
     sbuf: &'a mut IoBuf,
 }
 
-/// Pick and connect (`upstream::connect`), send the hello, learn the server's session
-/// ID from its ServerHello, then tunnel. Returns the version the server chose.
+/// One-way: hand the connection off (`super::handoff`). Else, or when that fails: pick and
+/// connect (`upstream::connect`), send the hello, learn the server's session ID from its
+/// ServerHello, then tunnel. Returns the version the server chose (`None` when handed off:
+/// the ServerHello goes to the client directly).
 async fn forward(
     worker: &Worker,
     snap: &Snapshot,
@@ -121,7 +126,15 @@ async fn forward(
     let mut key = Vec::new();
     let has_key = g.scheduler.uses_key() && hash_key(&g.hash_key, fields, &mut key);
     let key = has_key.then_some(key.as_slice());
-    let prefer = d.server.map(|(id, _)| id);
+    let read = ends.cbuf.filled();
+    let prefer = match handoff::try_hand_off(worker, snap, listener, d, key, ends.client, read).await {
+        HandOff::Done(index) => {
+            note_server(worker, listener, d, fields, out, index, g.servers[index].id);
+            out.bytes_in = ends.cbuf.len() as u64;
+            return None;
+        }
+        HandOff::TwoWay(prefer) => prefer,
+    };
     let mut up = match pick_and_connect(worker, snap, d.group, prefer, key).await {
         Ok(up) => up,
         Err(f) => {
@@ -129,18 +142,7 @@ async fn forward(
             return None;
         }
     };
-    out.server = Some(up.index);
-    out.chosen_by = match d.server {
-        Some((id, by)) if id == up.server.id => by.name(),
-        _ => "scheduler",
-    };
-    decide::remember_sticky_ip(
-        &worker.shared,
-        listener,
-        fields.src.ip(),
-        d.sticky,
-        Target { group: d.group, server: up.server.id },
-    );
+    note_server(worker, listener, d, fields, out, up.index, up.server.id);
     out.bytes_in = ends.cbuf.len() as u64;
     if up.stream.write_all(ends.cbuf.filled()).await.is_err() {
         return None;
@@ -150,6 +152,26 @@ async fn forward(
     out.bytes_out = ends.sbuf.len() as u64;
     tunnel::run(ends.client, ends.cbuf, &mut up.stream, ends.sbuf, snap.config.timeouts.tunnel_idle).await;
     version
+}
+
+/// The connection went to server `index` (id `id`) of the decided group: for the log, and
+/// for sticky-IP persistence.
+fn note_server(
+    worker: &Worker,
+    listener: usize,
+    d: &Decision,
+    fields: &HelloFields,
+    out: &mut Outcome,
+    index: usize,
+    id: u64,
+) {
+    out.server = Some(index);
+    out.chosen_by = match d.server {
+        Some((wanted, by)) if wanted == id => by.name(),
+        _ => "scheduler",
+    };
+    let target = Target { group: d.group, server: id };
+    decide::remember_sticky_ip(&worker.shared, listener, fields.src.ip(), d.sticky, target);
 }
 
 /// Reads the server's first bytes until its ServerHello is whole (they stay in `sbuf`, to
