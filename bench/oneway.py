@@ -9,12 +9,14 @@ switch's eth0 and on the server's lo), runs nginx on the server (port 8080, file
 size) with `cswitch agent --handoff-listen` in front of it for hand-offs, and on the switch
 `cswitch run` with a one-way listener (VIP:80) and a two-way one (VIP:8080), and HAProxy
 (VIP:8081). wrk in the client namespace drives each path with keep-alive and with a new
-connection per request, for each size. Prints req/s and the switch process's CPU per
-request (user + system time of cswitch or haproxy; softirq work, such as forwarding the
-client's ACKs, is not in it). Every process is started and stopped by PID; the namespaces
-are deleted at the end. Loopback-free: everything stays inside the namespaces.
+connection per request, for each size, and the server directly (no switch: the baseline
+one-way keep-alive is held to). Prints req/s and the switch process's CPU per request
+(user + system time of cswitch or haproxy; softirq work, such as forwarding the client's
+ACKs, is not in it); then, from the switch's /metrics, each hand-off phase's p50 and p99
+and the switch CPU per hand-off. Every process is started and stopped by PID; the
+namespaces are deleted at the end. Loopback-free: everything stays inside the namespaces.
 """
-import os, re, subprocess, sys, tempfile, time
+import os, re, subprocess, sys, tempfile, time, urllib.request
 
 P = "cswb"
 VIP = "10.202.0.100"
@@ -97,6 +99,7 @@ def main():
         f"http {{ access_log off; sendfile on; keepalive_requests 1000000; server {{ listen 8080; root {www}; }} }}\n")
     open(os.path.join(d, "cswitch.toml"), "w").write(
         "[global]\nworkers = 1\ngrace_period = \"1s\"\n[access_log]\nenabled = false\n"
+        "[admin]\nbind = \"127.0.0.1:9900\"\n"
         "[oneway]\ninterface = \"eth0\"\ntoken_file = \"token\"\nhandoff_timeout = \"200ms\"\n"
         f"[[listener]]\nname = \"oneway\"\nbind = \"{VIP}:80\"\ndefault_group = \"web\"\nmode = \"one-way\"\n"
         f"[[listener]]\nname = \"twoway\"\nbind = \"{VIP}:8080\"\ndefault_group = \"web\"\n"
@@ -122,18 +125,22 @@ def main():
         print(f"logs in {d}", file=sys.stderr)
         if os.environ.get("HOLD"):
             time.sleep(int(os.environ["HOLD"]))  # bounded: for looking at the testbed by hand
-        paths = [("cswitch one-way", switch, 80), ("cswitch two-way", switch, 8080), ("HAProxy", haproxy, 8081)]
+        paths = [("cswitch one-way", switch, 80), ("cswitch two-way", switch, 8080), ("HAProxy", haproxy, 8081),
+                 ("no switch (server direct)", None, None)]
         print(f"| response | connections | path | req/s | switch CPU µs/req | errors |")
         print("| --- | --- | --- | --- | --- | --- |")
         for size in sizes:
             for close in (False, True):
                 for name, proc, port in paths:
-                    before = cpu_seconds(proc.pid)
-                    rps, reqs, errs = wrk(f"http://{VIP}:{port}/{size}", seconds, close)
-                    cpu = cpu_seconds(proc.pid) - before
+                    url = f"http://{VIP}:{port}/{size}" if port else f"http://10.202.0.11:8080/{size}"
+                    before = cpu_seconds(proc.pid) if proc else 0.0
+                    rps, reqs, errs = wrk(url, seconds, close)
+                    cpu = cpu_seconds(proc.pid) - before if proc else float("nan")
                     per = cpu / reqs * 1e6 if reqs else float("nan")
                     conn = "new per request" if close else "keep-alive, 8"
-                    print(f"| {size} | {conn} | {name} | {rps:,.0f} | {per:.1f} | {errs or '-'} |", flush=True)
+                    cell = f"{per:.1f}" if proc else "-"
+                    print(f"| {size} | {conn} | {name} | {rps:,.0f} | {cell} | {errs or '-'} |", flush=True)
+        print_handoff_phases()
     finally:
         for p in procs:
             p.terminate()
@@ -143,6 +150,43 @@ def main():
             except subprocess.TimeoutExpired:
                 p.kill()
         down()
+
+
+def quantile_us(buckets, q):
+    """`buckets`: [(upper bound in µs or None, cumulative count)]; interpolated within a bucket."""
+    total = buckets[-1][1]
+    if total == 0:
+        return float("nan")
+    rank, lo, seen = q * total, 0.0, 0
+    for bound, cum in buckets:
+        if cum >= rank:
+            hi = bound if bound is not None else lo * 2
+            return lo + (hi - lo) * ((rank - seen) / max(cum - seen, 1))
+        lo, seen = (bound or lo), cum
+    return lo
+
+
+def print_handoff_phases():
+    script = "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:9900/metrics',timeout=5).read().decode())"
+    text = sh("ip", "netns", "exec", ns("sw"), "python3", "-c", script)
+    phases = {}
+    for m in re.finditer(r"cswitch_handoff_phase_seconds_bucket\{([^}]*)\} (\d+)", text):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        le, phase, cum = labels["le"], labels["phase"], int(m.group(2))
+        bound = None if le == "+Inf" else float(le) * 1e6
+        phases.setdefault(phase, []).append((bound, cum))
+    cpu = re.search(r"^cswitch_handoff_cpu_seconds_total ([\d.e+-]+)", text, re.M)
+    timed = re.search(r"^cswitch_handoff_timed_total (\d+)", text, re.M)
+    print()
+    print("| hand-off phase | p50 µs | p99 µs |")
+    print("| --- | --- | --- |")
+    for phase in ["agent", "freeze", "dump", "ready", "flip", "go", "total"]:
+        b = sorted(phases.get(phase, []), key=lambda x: float("inf") if x[0] is None else x[0])
+        if b:
+            print(f"| {phase} | {quantile_us(b, 0.5):.1f} | {quantile_us(b, 0.99):.1f} |")
+    if cpu and timed and int(timed.group(1)):
+        n = int(timed.group(1))
+        print(f"\nswitch CPU per hand-off: {float(cpu.group(1)) / n * 1e6:.1f} µs over {n:,} hand-offs")
 
 
 if __name__ == "__main__":

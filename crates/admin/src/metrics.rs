@@ -26,6 +26,7 @@ pub(crate) fn render(switch: &proxy::Switch) -> Vec<u8> {
         groups: switch.groups(),
         servers: switch.servers(),
         rules: switch.rules(),
+        handoff: switch.handoff_timing(),
     };
     let mut registry = Registry::default();
     registry.register_collector(Box::new(scrape));
@@ -44,6 +45,7 @@ struct Scrape {
     groups: Vec<GroupView>,
     servers: Vec<ServerView>,
     rules: Vec<RulesView>,
+    handoff: proxy::HandoffTimingView,
 }
 
 type Labels = Vec<(&'static str, String)>;
@@ -115,6 +117,7 @@ impl Collector for Scrape {
         self.encode_server_traffic(&mut encoder)?;
         self.encode_server_state(&mut encoder)?;
         self.encode_latency(&mut encoder)?;
+        self.encode_handoff_timing(&mut encoder)?;
         self.encode_rules(&mut encoder)
     }
 }
@@ -283,6 +286,34 @@ impl Scrape {
         latency.encode(e)
     }
 
+    /// One-way hand-offs by phase, and their CPU; absent until the first hand-off.
+    fn encode_handoff_timing(&self, e: &mut DescriptorEncoder) -> fmt::Result {
+        let t = &self.handoff;
+        if t.phases.iter().all(|p| p.counts.iter().all(|&c| c == 0)) {
+            return Ok(());
+        }
+        let mut phases = Family::new(
+            "cswitch_handoff_phase",
+            "Time each phase of a one-way hand-off took (agent, freeze, dump, ready, flip, go, total)",
+        )
+        .unit(Unit::Seconds);
+        for p in &t.phases {
+            phases.add(vec![("phase", p.phase.to_string())], Buckets::from_micros(&p.counts, p.sum_secs));
+        }
+        phases.encode(e)?;
+        let mut cpu = Family::new(
+            "cswitch_handoff_cpu",
+            "Switch CPU time spent on completed hand-offs (the wait for the agent excluded)",
+        )
+        .unit(Unit::Seconds);
+        cpu.add(Vec::new(), ConstCounter::new(t.cpu_secs));
+        cpu.encode(e)?;
+        let mut done =
+            Family::new("cswitch_handoff_timed", "Completed hand-offs the CPU and total time cover");
+        done.add(Vec::new(), ConstCounter::new(t.done));
+        done.encode(e)
+    }
+
     fn encode_rules(&self, e: &mut DescriptorEncoder) -> fmt::Result {
         let mut hits = Family::new("cswitch_rule_hits", "Requests a rule decided");
         for l in &self.rules {
@@ -406,6 +437,19 @@ impl Buckets {
             sum: v.sum_us as f64 / 1e6,
             count: v.counts.iter().sum(),
             buckets: bounds.zip(v.counts.iter().copied()).collect(),
+        }
+    }
+}
+
+impl Buckets {
+    /// Per-bucket counts over [`proxy::HANDOFF_BOUNDS_US`] and their sum.
+    fn from_micros(counts: &[u64], sum_secs: f64) -> Buckets {
+        let bounds =
+            proxy::HANDOFF_BOUNDS_US.iter().map(|&us| us as f64 / 1e6).chain(std::iter::once(f64::MAX));
+        Buckets {
+            sum: sum_secs,
+            count: counts.iter().sum(),
+            buckets: bounds.zip(counts.iter().copied()).collect(),
         }
     }
 }

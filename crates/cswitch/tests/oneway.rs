@@ -33,6 +33,12 @@ fn the_server_answers_the_client_directly_and_fallback_loses_nothing() {
         "the switch sent {sent_by_switch} bytes for a {SIZE}-byte answer"
     );
     assert_eq!(metric(&d.bed, "cswitch_handoffs_total"), 1);
+    // Timed by phase, and its CPU counted.
+    assert_eq!(metric(&d.bed, "cswitch_handoff_timed_total"), 1);
+    for phase in ["agent", "freeze", "dump", "ready", "flip", "go", "total"] {
+        let count = format!("cswitch_handoff_phase_seconds_count{{phase=\"{phase}\"}}");
+        assert_eq!(metric(&d.bed, &count), 1, "{phase}");
+    }
 
     // The agent is gone: the next request is served two-way, and answered all the same.
     drop(d.agent.take());

@@ -34,6 +34,9 @@ mod tls;
 mod upstream;
 
 pub use floor::stats::{Counter, Stats};
+pub use handoff::timing::{
+    PhaseView as HandoffPhaseView, TimingView as HandoffTimingView, BOUNDS_US as HANDOFF_BOUNDS_US,
+};
 pub use observe::view;
 pub use switch::{compile_rules, EditFailed, ReloadError, RuleErrors, Switch};
 pub use tls::termination::check_pair as check_tls_pair;

@@ -197,6 +197,11 @@ impl Switch {
         view::status(&self.shared, &self.addrs)
     }
 
+    /// One-way hand-offs: latency by phase and the CPU they cost (process-wide).
+    pub fn handoff_timing(&self) -> crate::HandoffTimingView {
+        crate::handoff::timing::view()
+    }
+
     /// Every group with its scheduler, checks and load.
     pub fn groups(&self) -> Vec<view::GroupView> {
         view::groups(&self.shared.snapshot.load())

@@ -90,6 +90,11 @@ impl Control {
     /// Sends `frame` and waits up to `timeout` for the answer.
     pub(super) async fn exchange(&mut self, frame: &Frame, timeout: Duration) -> Option<Frame> {
         self.send(frame).await.ok()?;
+        self.answer_within(timeout).await
+    }
+
+    /// The next frame, if it comes within `timeout`.
+    pub(super) async fn answer_within(&mut self, timeout: Duration) -> Option<Frame> {
         tokio::time::timeout(timeout, self.answer()).await.ok().flatten()
     }
 

@@ -13,16 +13,19 @@
 //!   connection, pushed after reloads).
 //! - `route`: what a hand-off tells the agent about its connection (listener, group,
 //!   connection and cookie persistence).
+//! - `timing`: each phase's latency and the switch CPU a hand-off costs (for `/metrics`).
 
 mod control;
 pub mod policy;
 pub mod route;
 pub mod steering;
+pub mod timing;
 
 use crate::floor::snapshot::Snapshot;
 use crate::floor::stats::Counter;
 use oneway::Frame;
 use std::net::{SocketAddr, SocketAddrV4};
+use timing::Stopwatch;
 use tokio::net::TcpStream;
 
 /// What a hand-off needs to know.
@@ -58,11 +61,13 @@ pub async fn hand_off(ask: &Ask<'_>) -> Result<(), Counter> {
         _ => return Err(Counter::HandoffNotDumped),
     };
     let timeout = ask.oneway.handoff_timeout;
+    let mut watch = Stopwatch::start();
     let policies = policy::of(ask.snap);
     let mut ctl = control::take(ask.target.agent, &ask.oneway.token, timeout, &policies)
         .await
         .ok_or(Counter::HandoffNoAgent)?;
-    let state = freeze_and_dump(ask, client)?;
+    watch.lap();
+    let state = freeze_and_dump(ask, client, &mut watch)?;
     let id = control::next_id();
     let frame = Frame::Handoff {
         id,
@@ -72,9 +77,14 @@ pub async fn hand_off(ask: &Ask<'_>) -> Result<(), Counter> {
         state,
         already_read: ask.already_read.to_vec(),
     };
-    let answer = ctl.exchange(&frame, timeout).await;
+    let sent = ctl.send(&frame).await.is_ok();
+    // While the agent restores, the worker serves other connections: not this one's CPU.
+    watch.pause_cpu();
+    let answer = if sent { ctl.answer_within(timeout).await } else { None };
+    watch.resume_cpu();
+    watch.lap();
     let result = match answer {
-        Some(Frame::Ready { id: got }) if got == id => flip(ask, client, &mut ctl, id).await,
+        Some(Frame::Ready { id: got }) if got == id => flip(ask, client, &mut ctl, id, &mut watch).await,
         Some(Frame::Failed { reason, .. }) => {
             tracing::info!(%client, agent = %ask.target.agent, %reason, "hand-off refused by the agent; served two-way");
             Err(Counter::HandoffRefused)
@@ -86,7 +96,10 @@ pub async fn hand_off(ask: &Ask<'_>) -> Result<(), Counter> {
         }
     };
     match result {
-        Ok(()) => control::give(ask.target.agent, ctl),
+        Ok(()) => {
+            control::give(ask.target.agent, ctl);
+            watch.done();
+        }
         Err(_) => {
             thaw(ask.client, client);
             if answer_was_clean(&result) {
@@ -98,16 +111,23 @@ pub async fn hand_off(ask: &Ask<'_>) -> Result<(), Counter> {
 }
 
 /// Repair mode, then the freeze (a repaired socket still receives: P1), then the dump.
-fn freeze_and_dump(ask: &Ask<'_>, client: SocketAddrV4) -> Result<oneway::TcpState, Counter> {
+fn freeze_and_dump(
+    ask: &Ask<'_>,
+    client: SocketAddrV4,
+    watch: &mut Stopwatch,
+) -> Result<oneway::TcpState, Counter> {
     oneway::enter_repair(ask.client).map_err(|e| not_dumped("repair mode", &e))?;
     if let Err(e) = steering::with(|s| s.freeze(client)) {
         let _ = oneway::leave_repair(ask.client, false);
         return Err(not_dumped("freeze", &e));
     }
-    oneway::dump(ask.client).map_err(|e| {
+    watch.lap();
+    let state = oneway::dump(ask.client).map_err(|e| {
         thaw(ask.client, client);
         not_dumped("dump", &e)
-    })
+    })?;
+    watch.lap();
+    Ok(state)
 }
 
 /// READY came: steer the flow to the server (one transaction), then GO.
@@ -116,13 +136,17 @@ async fn flip(
     client: SocketAddrV4,
     ctl: &mut control::Control,
     id: u64,
+    watch: &mut Stopwatch,
 ) -> Result<(), Counter> {
     if let Err(e) = steering::with(|s| s.flip(client, ask.target.mac)) {
         tracing::warn!(%client, error = %e, "steering flip failed; served two-way");
         let _ = ctl.send(&Frame::Abort { id }).await;
         return Err(Counter::HandoffFlipFailed);
     }
-    if ctl.send(&Frame::Go { id }).await.is_err() {
+    watch.lap();
+    let went = ctl.send(&Frame::Go { id }).await;
+    watch.lap();
+    if went.is_err() {
         // The channel broke between READY and GO: steer the flow back (the agent drops a
         // restore that gets no GO) and serve it here.
         tracing::warn!(%client, agent = %ask.target.agent, "GO not sent: control connection lost after READY");
