@@ -21,6 +21,7 @@
 
 mod control;
 mod cookies;
+mod pass;
 mod policy;
 mod relay;
 mod session;
@@ -50,6 +51,10 @@ pub struct HandoffConfig {
     pub go_timeout: Duration,
     /// A relayed connection with no byte either way for this long is closed.
     pub idle_timeout: Duration,
+    /// The Unix socket of a local server that takes connections as descriptors
+    /// (`SCM_RIGHTS`): `pin` connections without cookie persistence are passed to it
+    /// instead of relayed.
+    pub pass_fd: Option<std::path::PathBuf>,
 }
 
 impl HandoffConfig {
@@ -72,14 +77,17 @@ pub struct HandoffCounts {
     pub refused: AtomicU64,
     /// Later requests answered with a redirect (`connection_persistence = "redirect"`).
     pub redirected: AtomicU64,
+    /// Connections given to the local server as descriptors (`--pass-fd`).
+    pub passed: AtomicU64,
 }
 
 /// What the agent's threads share.
-#[derive(Default)]
 pub(crate) struct Shared {
     counts: HandoffCounts,
     /// The switch's rules for its one-way listeners.
     policies: policy::Policies,
+    /// The server that takes descriptors, if any.
+    passer: Option<pass::Passer>,
 }
 
 /// A running hand-off server; dropping it stops accepting (relays finish by themselves).
@@ -95,7 +103,11 @@ impl HandoffServer {
     pub fn start(cfg: HandoffConfig) -> io::Result<HandoffServer> {
         let listener = TcpListener::bind(cfg.listen)?;
         let addr = listener.local_addr()?;
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            counts: HandoffCounts::default(),
+            policies: policy::Policies::default(),
+            passer: cfg.pass_fd.clone().map(pass::Passer::new),
+        });
         let stop = Arc::new(AtomicBool::new(false));
         let (local, ports) = (cfg.local, format!("{:?}", cfg.local_ports));
         let thread = {
@@ -172,6 +184,7 @@ mod tests {
             local_ports: BTreeMap::from([(443, addr("127.0.0.1:8443")), (8443, addr("[::1]:9443"))]),
             go_timeout: Duration::from_secs(2),
             idle_timeout: Duration::from_secs(300),
+            pass_fd: None,
         };
         assert_eq!(cfg.local_for(443), addr("127.0.0.1:8443"));
         assert_eq!(cfg.local_for(8443), addr("[::1]:9443"));

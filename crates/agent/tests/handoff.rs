@@ -78,6 +78,7 @@ fn config(local: SocketAddr) -> HandoffConfig {
         local_ports: Default::default(),
         go_timeout: Duration::from_secs(2),
         idle_timeout: Duration::from_secs(5),
+        pass_fd: None,
     }
 }
 
@@ -353,4 +354,66 @@ fn under_redirect_a_request_for_another_group_is_redirected_to_itself() {
         "HTTP/1.1 307 Temporary Redirect\r\nLocation: /api/orders?x=1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     );
     assert_eq!(agent.counts().redirected.load(Ordering::Relaxed), 1);
+}
+
+/// A web server that takes descriptors (the testkit origin) on a fresh Unix socket path,
+/// on a runtime of its own (kept alive by the returned handle).
+fn passed_origin(tag: &str) -> (tokio::runtime::Runtime, testkit::Origin, std::path::PathBuf) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let path = std::env::temp_dir().join(format!("cswitch-passfd-{tag}-{}.sock", std::process::id()));
+    let origin = rt.block_on(testkit::Origin::start_passed("fd-origin", &path)).unwrap();
+    (rt, origin, path)
+}
+
+fn agent_passing(local: SocketAddr, path: &std::path::Path) -> HandoffServer {
+    HandoffServer::start(HandoffConfig { pass_fd: Some(path.to_path_buf()), ..config(local) }).unwrap()
+}
+
+#[test]
+fn a_connection_passed_as_a_descriptor_is_served_by_the_server_that_took_it() {
+    if !kernel_allows() {
+        return;
+    }
+    let (_rt, origin, path) = passed_origin("ok");
+    let agent = agent_passing(origin_unused(), &path);
+    let (mut c, mut r) = control(&agent, TOKEN);
+    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (mut client, switch, vip, client_addr) = client_and_switch();
+    let request = b"GET /first HTTP/1.1\r\nHost: vip\r\n\r\n";
+    client.write_all(request).unwrap();
+    assert_eq!(hand_off(switch, request, &mut c, &mut r, vip, client_addr), Frame::Ready { id: 1 });
+    send(&mut c, &Frame::Go { id: 1 });
+    // The origin read the request from the descriptor (the re-injected bytes first) and
+    // answers on it; later requests too, with no relay in between.
+    let first = read_response(&mut client);
+    assert!(first.contains("X-Origin: fd-origin") && first.contains("fd-origin GET /first"), "{first}");
+    client.write_all(b"GET /second HTTP/1.1\r\nHost: vip\r\n\r\n").unwrap();
+    assert!(read_response(&mut client).contains("fd-origin GET /second"));
+    assert_eq!(agent.counts().passed.load(Ordering::Relaxed), 1);
+    assert_eq!(origin.connections(), 1);
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn without_a_server_taking_descriptors_the_connection_is_relayed() {
+    if !kernel_allows() {
+        return;
+    }
+    let missing = std::env::temp_dir().join(format!("cswitch-passfd-none-{}.sock", std::process::id()));
+    let agent = agent_passing(origin(10), &missing);
+    let (mut c, mut r) = control(&agent, TOKEN);
+    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (mut client, switch, vip, client_addr) = client_and_switch();
+    let request = b"GET /relayed HTTP/1.1\r\nHost: vip\r\n\r\n";
+    client.write_all(request).unwrap();
+    assert_eq!(hand_off(switch, request, &mut c, &mut r, vip, client_addr), Frame::Ready { id: 1 });
+    send(&mut c, &Frame::Go { id: 1 });
+    assert!(read_response(&mut client).contains("\r\n\r\n/relayed:"));
+    assert_eq!(agent.counts().passed.load(Ordering::Relaxed), 0);
+}
+
+/// A local address nothing listens on (a passed connection must not be relayed).
+fn origin_unused() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
 }

@@ -42,6 +42,12 @@ pub struct Args {
     )]
     pub local_ports: Vec<(u16, SocketAddr)>,
 
+    /// Give handed-off connections to the local server as descriptors (SCM_RIGHTS) over
+    /// this Unix socket instead of relaying them (`pin` connections without cookie
+    /// persistence; relayed to --local when the server cannot take one).
+    #[arg(long = "pass-fd", value_name = "PATH", requires = "handoff_listen")]
+    pub pass_fd: Option<PathBuf>,
+
     /// File holding the hand-off token (`[oneway] token` on the switches).
     #[arg(long = "handoff-token-file", value_name = "PATH")]
     pub handoff_token_file: Option<PathBuf>,
@@ -109,6 +115,7 @@ impl Args {
             local_ports,
             go_timeout: Duration::from_secs(2),
             idle_timeout: Duration::from_secs(300),
+            pass_fd: self.pass_fd.clone(),
         }))
     }
 

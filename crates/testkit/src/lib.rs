@@ -7,6 +7,8 @@
 //! Layout:
 //! - `origin.rs`: [`Origin`] (listener, connection tasks, request log, [`Origin::kill`])
 //!   and [`SeenRequest`].
+//! - `passed.rs`: connections received as descriptors over a Unix socket
+//!   ([`Origin::start_passed`], the web server of `cswitch agent --pass-fd`).
 //! - `routes.rs`: what an origin answers on each path (`/echo`, `/chunked`, `/big/N`, …).
 //! - `ws.rs`: the WebSocket echo endpoint and frame helpers for clients.
 //! - `client.rs`: [`RawClient`], [`Response`] and the one-shot [`get`].
@@ -25,6 +27,7 @@
 mod client;
 pub mod netns;
 mod origin;
+mod passed;
 mod routes;
 mod seen;
 mod wire;

@@ -66,6 +66,30 @@ impl Origin {
         Ok(Origin { addr, shared })
     }
 
+    /// Starts an origin named `name` that takes its connections as descriptors passed over
+    /// the Unix socket `path` (`SCM_RIGHTS`, one byte per message, as `cswitch agent
+    /// --pass-fd` sends them) instead of accepting them; `addr()` is then 0.0.0.0:0.
+    pub async fn start_passed(name: &str, path: &std::path::Path) -> io::Result<Origin> {
+        let _ = std::fs::remove_file(path);
+        let listener = std::os::unix::net::UnixListener::bind(path)?;
+        let handle = socket2::SockRef::from(&listener).try_clone()?;
+        let shared = Arc::new(Shared {
+            name: name.to_string(),
+            requests: Mutex::new(Vec::new()),
+            connections: AtomicUsize::new(0),
+            killed: watch::channel(false).0,
+            listener: Mutex::new(Some(handle)),
+        });
+        crate::passed::spawn(listener, tokio::runtime::Handle::current(), {
+            let shared = Arc::clone(&shared);
+            move |stream| {
+                let id = shared.connections.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(connection(stream, id, Arc::clone(&shared)));
+            }
+        })?;
+        Ok(Origin { addr: SocketAddr::from(([0, 0, 0, 0], 0)), shared })
+    }
+
     /// The name it puts in `X-Origin` and in its bodies.
     pub fn name(&self) -> &str {
         &self.shared.name

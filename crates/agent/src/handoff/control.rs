@@ -163,6 +163,18 @@ fn go(p: Pending, cfg: &HandoffConfig, shared: &Arc<Shared>) {
     let client: TcpStream = p.sock.into();
     let cookies = p.route.cookie.as_ref().and_then(Cookies::new).map(Arc::new);
     if p.route.persistence == Persistence::Pin && cookies.is_none() {
+        // Passed as a descriptor when the local server takes them; relayed otherwise (or
+        // when it cannot take this one).
+        let client = match &shared.passer {
+            Some(passer) => match passer.pass(client) {
+                Ok(()) => {
+                    counts.passed.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                Err(client) => client,
+            },
+            None => client,
+        };
         relay::spawn(client, p.local, cfg.idle_timeout);
         return;
     }

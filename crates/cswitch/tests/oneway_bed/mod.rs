@@ -22,9 +22,15 @@ pub struct Proc {
 
 impl Proc {
     pub fn spawn(bed: &Testbed, host: &str, argv: &[&str]) -> Proc {
+        Proc::spawn_with_env(bed, host, argv, &[])
+    }
+
+    /// `spawn` with environment variables set.
+    pub fn spawn_with_env(bed: &Testbed, host: &str, argv: &[&str], env: &[(&str, &str)]) -> Proc {
         let mut child = Command::new("ip")
             .args(["netns", "exec", &bed.ns(host)])
             .args(argv)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
