@@ -1,7 +1,7 @@
 //! The control channel between a switch and a server's agent, sans-io: frames and an
 //! incremental reader. A frame is `len: u32 LE` (of what follows), a kind byte, then the
 //! kind's fields in a fixed order (integers little-endian, addresses as family, IP, port;
-//! a [`TcpState`] in its own encoding). Written by hand: eight small frames, and the agent
+//! a [`TcpState`] in its own encoding). Written by hand: nine small frames, and the agent
 //! must refuse malformed input precisely, which a serialisation crate would not make
 //! simpler (ADR 0008).
 //!
@@ -9,6 +9,9 @@
 //! [`Frame::Welcome`] (or [`Frame::Refused`], then the close). Then per hand-off:
 //! `Handoff` → `Ready` | `Failed`, then `Go` (the steering flipped: leave repair mode and
 //! serve) or `Abort` (the switch serves it itself: drop the socket in repair mode, silently).
+//! When a connection it served has closed, the agent sends [`Frame::Ended`] on a control
+//! connection from the same switch (the one the hand-off came on, if it is still open), at
+//! any time: the switch reads its connections while they are idle too.
 
 use crate::state::{DecodeError, TcpState};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -66,6 +69,14 @@ pub enum Frame {
         /// The hand-off.
         id: u64,
     },
+    /// Agent → switch, unasked: the connection of hand-off `id` has closed on the server
+    /// (both ways, or reset); its steering entry can go.
+    Ended {
+        /// The hand-off.
+        id: u64,
+        /// The client's end (the steering entry's key).
+        client: SocketAddr,
+    },
 }
 
 /// Why bytes are not a frame.
@@ -93,6 +104,7 @@ const READY: u8 = 5;
 const FAILED: u8 = 6;
 const GO: u8 = 7;
 const ABORT: u8 = 8;
+const ENDED: u8 = 9;
 
 impl Frame {
     /// Appends the frame to `out`.
@@ -121,6 +133,10 @@ impl Frame {
             }
             Frame::Go { id } => put_id(out, GO, *id),
             Frame::Abort { id } => put_id(out, ABORT, *id),
+            Frame::Ended { id, client } => {
+                put_id(out, ENDED, *id);
+                put_addr(out, client);
+            }
         }
         let len = len32(&out[start + 4..]);
         out[start..start + 4].copy_from_slice(&len.to_le_bytes());
@@ -152,6 +168,13 @@ impl Frame {
             }
             GO => Frame::Go { id: only_id(rest, "go")? },
             ABORT => Frame::Abort { id: only_id(rest, "abort")? },
+            ENDED => {
+                let (v, n) = id(rest, "ended")?;
+                match get_addr(&rest[n..]) {
+                    Some((client, used)) if n + used == rest.len() => Frame::Ended { id: v, client },
+                    _ => return Err(WireError::Malformed("ended")),
+                }
+            }
             other => return Err(WireError::Kind(other)),
         })
     }
@@ -275,6 +298,7 @@ mod tests {
             Frame::Failed { id: 7, reason: "connect: EADDRNOTAVAIL".into() },
             Frame::Go { id: u64::MAX },
             Frame::Abort { id: 0 },
+            Frame::Ended { id: 7, client: "10.0.0.10:40000".parse().unwrap() },
         ]
     }
 
@@ -308,6 +332,10 @@ mod tests {
         assert_eq!(frame(&[READY, 1, 2]), Err(WireError::Malformed("ready")));
         assert_eq!(frame(&[GO, 0, 0, 0, 0, 0, 0, 0, 0, 9]), Err(WireError::Malformed("go")));
         assert_eq!(frame(&[HANDOFF, 1]), Err(WireError::Malformed("handoff")));
+        assert_eq!(frame(&[ENDED, 1, 0, 0, 0, 0, 0, 0, 0, 4, 10]), Err(WireError::Malformed("ended")));
+        let mut extra = Vec::new();
+        Frame::Ended { id: 1, client: "10.0.0.1:1".parse().unwrap() }.encode(&mut extra);
+        assert_eq!(frame(&[&extra[4..], &[0]].concat()), Err(WireError::Malformed("ended")));
         let mut r = Reader::default();
         r.push(&(MAX_FRAME as u32 + 1).to_le_bytes());
         assert_eq!(r.next_frame(), Err(WireError::TooLong(MAX_FRAME + 1)));
