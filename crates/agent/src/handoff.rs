@@ -5,13 +5,16 @@
 //! to the local web server through a `splice(2)` relay (`relay`), so an unmodified server
 //! reads the request as the client sent it and its answer goes to the client directly.
 //! On ABORT, or when no GO comes in time, the restored socket is dropped in repair mode:
-//! nothing is sent.
+//! nothing is sent. Once a relayed connection has closed, the switch is told (ENDED), so it
+//! stops steering the flow (`report`).
 //!
-//! Blocking threads: a thread per switch connection and two per relayed connection. The
-//! agent serves one host's hand-offs; a thread costs less than a runtime here.
+//! Blocking threads: a thread per switch connection, two per relayed connection, and one
+//! watching ended connections until they close. The agent serves one host's hand-offs; a
+//! thread costs less than a runtime here.
 
 mod control;
 mod relay;
+mod report;
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -46,6 +49,10 @@ pub struct HandoffCounts {
     pub aborted: AtomicU64,
     /// Switch connections refused (bad token or not the protocol).
     pub refused: AtomicU64,
+    /// Ends of served connections reported to their switch (ENDED sent).
+    pub reported: AtomicU64,
+    /// Ends not reported: no control connection from that switch was open.
+    pub unreported: AtomicU64,
 }
 
 /// A running hand-off server; dropping it stops accepting (relays finish by themselves).
@@ -64,11 +71,12 @@ impl HandoffServer {
         let counts = Arc::new(HandoffCounts::default());
         let stop = Arc::new(AtomicBool::new(false));
         let local = cfg.local;
+        let reports = report::Reports::start(Arc::clone(&counts))?;
         let thread = {
             let (counts, stop, cfg) = (Arc::clone(&counts), Arc::clone(&stop), Arc::new(cfg));
             std::thread::Builder::new()
                 .name("handoff-accept".into())
-                .spawn(move || accept_loop(&listener, &cfg, &counts, &stop))?
+                .spawn(move || accept_loop(&listener, &cfg, &counts, &stop, &reports))?
         };
         tracing::info!(%addr, %local, "hand-off server listening");
         Ok(HandoffServer { addr, counts, stop, thread: Some(thread) })
@@ -109,14 +117,15 @@ fn accept_loop(
     cfg: &Arc<HandoffConfig>,
     counts: &Arc<HandoffCounts>,
     stop: &AtomicBool,
+    reports: &report::Reports,
 ) {
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((conn, peer)) => {
-                let (cfg, counts) = (Arc::clone(cfg), Arc::clone(counts));
+                let (cfg, counts, reports) = (Arc::clone(cfg), Arc::clone(counts), reports.clone());
                 let spawned = std::thread::Builder::new()
                     .name("handoff-control".into())
-                    .spawn(move || control::serve(conn, peer, &cfg, &counts));
+                    .spawn(move || control::serve(conn, peer, &cfg, &counts, &reports));
                 if let Err(e) = spawned {
                     tracing::warn!(error = %e, "cannot start a control thread");
                 }

@@ -2,7 +2,9 @@
 //! client, reads its request, dumps the connection with TCP_REPAIR and hands it over the
 //! control channel; the agent restores it and relays it to a local web server, which
 //! answers the client directly — the request it reads is the one the client sent, and a
-//! second request on the same connection is served too. A wrong token is refused; ABORT
+//! second request on the same connection is served too; once the client has closed, the
+//! agent reports the end (ENDED) on the control connection the hand-off came on, or on
+//! another from the same switch when that one has closed. A wrong token is refused; ABORT
 //! leaves the client's connection silent (no FIN, no reset).
 //!
 //! Needs CAP_NET_ADMIN (TCP_REPAIR): without it the tests say so and pass, unless
@@ -179,6 +181,35 @@ fn a_handed_off_connection_is_answered_by_the_local_server() {
     client.write_all(b"GET /second HTTP/1.1\r\nHost: vip\r\n\r\n").unwrap();
     assert!(read_response(&mut client).contains("\r\n\r\n/second:"));
     assert_eq!(agent.counts().served.load(Ordering::Relaxed), 1);
+    // The client closes: the local server closes too, and once both FINs are acknowledged
+    // the agent reports the end on this control connection.
+    drop(client);
+    assert_eq!(recv(&mut c, &mut r), Frame::Ended { id: 1, client: client_addr });
+    assert_eq!(agent.counts().reported.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn an_end_is_reported_on_another_connection_when_the_first_has_closed() {
+    if !kernel_allows() {
+        return;
+    }
+    let agent = agent(origin(1000));
+    let (mut first, mut r1) = control(&agent, TOKEN);
+    assert_eq!(recv(&mut first, &mut r1), Frame::Welcome);
+    let (mut client, switch, vip, client_addr) = client_and_switch();
+    let request = b"GET /x HTTP/1.1\r\nHost: vip\r\n\r\n";
+    client.write_all(request).unwrap();
+    assert_eq!(hand_off(switch, request, &mut first, &mut r1, vip, client_addr), Frame::Ready { id: 1 });
+    send(&mut first, &Frame::Go { id: 1 });
+    assert!(read_response(&mut client).contains("/x:"));
+    // A second connection from the same switch; the first one closes (the agent notices
+    // within its 100 ms tick).
+    let (mut second, mut r2) = control(&agent, TOKEN);
+    assert_eq!(recv(&mut second, &mut r2), Frame::Welcome);
+    drop(first);
+    std::thread::sleep(Duration::from_millis(300));
+    drop(client);
+    assert_eq!(recv(&mut second, &mut r2), Frame::Ended { id: 1, client: client_addr });
 }
 
 #[test]

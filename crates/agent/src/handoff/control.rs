@@ -1,7 +1,9 @@
 //! One switch's control connection: the token first, then hand-offs, each restored on
 //! HANDOFF (READY or FAILED), served on GO, dropped in repair mode on ABORT or when no GO
-//! comes in time.
+//! comes in time; and, between frames, the ENDED reports routed to this connection
+//! (`report`).
 
+use super::report::{Origin, Reports};
 use super::{relay, HandoffConfig, HandoffCounts};
 use oneway::{Frame, Reader};
 use socket2::Socket;
@@ -9,46 +11,98 @@ use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 /// How often the loop wakes to drop restored connections whose GO is late.
 const TICK: Duration = Duration::from_millis(100);
 
 /// Serves one switch until it closes or breaks the protocol.
-pub(super) fn serve(mut conn: TcpStream, peer: SocketAddr, cfg: &HandoffConfig, counts: &HandoffCounts) {
+pub(super) fn serve(
+    mut conn: TcpStream,
+    peer: SocketAddr,
+    cfg: &HandoffConfig,
+    counts: &HandoffCounts,
+    reports: &Reports,
+) {
     let _ = conn.set_nodelay(true);
     let _ = conn.set_read_timeout(Some(TICK));
     let mut reader = Reader::default();
     if !authenticate(&mut conn, &mut reader, cfg, counts, peer) {
         return;
     }
+    let (registration, outbox) = reports.register(peer.ip());
+    let ends = Ends { reports, origin: registration.origin() };
     let mut pending: HashMap<u64, (Socket, Instant)> = HashMap::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         expire(&mut pending, cfg.go_timeout, counts);
+        // Reports go out after a read has found the connection open (a switch that closed
+        // it is seen first, and the reports go to its other connections).
         match conn.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => reader.push(&buf[..n]),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
             Err(_) => break,
         }
-        loop {
-            match reader.next_frame() {
-                Ok(Some(frame)) => {
-                    if handle(frame, &mut conn, &mut pending, cfg, counts).is_err() {
-                        return;
-                    }
+        if !frames(&mut reader, &mut conn, &mut pending, cfg, counts, &ends, peer) {
+            break;
+        }
+        if let Some(unsent) = flush(&mut conn, &outbox, counts) {
+            reports.reroute(peer.ip(), unsent, counts);
+            break;
+        }
+    }
+    // The switch went away: whatever it handed off and did not confirm is dropped silently;
+    // reports routed here go to its other connections.
+    counts.aborted.fetch_add(pending.len() as u64, Ordering::Relaxed);
+    drop(registration);
+    for frame in outbox.try_iter() {
+        reports.reroute(peer.ip(), frame, counts);
+    }
+}
+
+/// Sends the reports routed to this connection; the one that could not be sent, if any.
+fn flush(conn: &mut TcpStream, outbox: &Receiver<Frame>, counts: &HandoffCounts) -> Option<Frame> {
+    for frame in outbox.try_iter() {
+        if send(conn, &frame).is_err() {
+            return Some(frame);
+        }
+        counts.reported.fetch_add(1, Ordering::Relaxed);
+    }
+    None
+}
+
+/// What a hand-off served on this connection needs to report its end.
+struct Ends<'a> {
+    reports: &'a Reports,
+    origin: Origin,
+}
+
+/// Handles the whole frames read so far; false when the connection must close.
+fn frames(
+    reader: &mut Reader,
+    conn: &mut TcpStream,
+    pending: &mut HashMap<u64, (Socket, Instant)>,
+    cfg: &HandoffConfig,
+    counts: &HandoffCounts,
+    ends: &Ends<'_>,
+    peer: SocketAddr,
+) -> bool {
+    loop {
+        match reader.next_frame() {
+            Ok(Some(frame)) => {
+                if handle(frame, conn, pending, cfg, counts, ends).is_err() {
+                    return false;
                 }
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::warn!(switch = %peer, error = %e, "control connection broke the protocol; closed");
-                    return;
-                }
+            }
+            Ok(None) => return true,
+            Err(e) => {
+                tracing::warn!(switch = %peer, error = %e, "control connection broke the protocol; closed");
+                return false;
             }
         }
     }
-    // The switch went away: whatever it handed off and did not confirm is dropped silently.
-    counts.aborted.fetch_add(pending.len() as u64, Ordering::Relaxed);
 }
 
 /// The first frame must be HELLO with the token (compared in constant time).
@@ -94,6 +148,7 @@ fn handle(
     pending: &mut HashMap<u64, (Socket, Instant)>,
     cfg: &HandoffConfig,
     counts: &HandoffCounts,
+    ends: &Ends<'_>,
 ) -> io::Result<()> {
     match frame {
         Frame::Handoff { id, vip, client, state, already_read } => {
@@ -111,7 +166,7 @@ fn handle(
         }
         Frame::Go { id } => {
             if let Some((sock, _)) = pending.remove(&id) {
-                go(sock, cfg, counts);
+                go(sock, id, cfg, counts, ends);
             }
             Ok(())
         }
@@ -129,8 +184,9 @@ fn handle(
 }
 
 /// Leaves repair mode (the window probe makes the client ACK along the new path) and
-/// relays the connection to the local server.
-fn go(sock: Socket, cfg: &HandoffConfig, counts: &HandoffCounts) {
+/// relays the connection to the local server; when the relay is over, a duplicate of the
+/// client's descriptor goes to the watcher, which reports the end once the socket closes.
+fn go(sock: Socket, id: u64, cfg: &HandoffConfig, counts: &HandoffCounts, ends: &Ends<'_>) {
     if let Err(e) = oneway::leave_repair(&sock, true) {
         counts.failed.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(error = %e, "leaving repair mode failed");
@@ -138,7 +194,11 @@ fn go(sock: Socket, cfg: &HandoffConfig, counts: &HandoffCounts) {
     }
     counts.served.fetch_add(1, Ordering::Relaxed);
     let client: TcpStream = sock.into();
-    relay::spawn(client, cfg.local, cfg.idle_timeout);
+    let on_end = match (client.peer_addr(), client.try_clone()) {
+        (Ok(addr), Ok(dup)) => ends.reports.on_end(ends.origin, id, addr, dup),
+        _ => Box::new(|| ()),
+    };
+    relay::spawn(client, cfg.local, cfg.idle_timeout, on_end);
 }
 
 /// Drops restored connections whose GO did not come within `timeout` (in repair mode:
