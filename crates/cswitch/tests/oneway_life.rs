@@ -1,0 +1,98 @@
+//! A handed-off flow's life in the switch's steering table, through the binaries in
+//! network namespaces (client, switch, server host; `oneway_bed`): the entry lives as long
+//! as the connection, idle or not, and goes within seconds of its close — on the agent's
+//! report, or, when no report comes (the server keeps its side open), once the client has
+//! sent its FIN and been quiet for 10 s. The gauge `cswitch_steering_flows` and the
+//! counters `cswitch_steering_forgotten_total{reason}` say the same.
+//!
+//! Needs root, iproute2, nftables and python3; `CSWITCH_REQUIRE_KERNEL=1` (`.ci/run`) turns
+//! their absence into a failure.
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+mod common;
+mod oneway_bed;
+
+use oneway_bed::{deploy_with, fetch, listener, metric, start_py_web, steered, within, Proc};
+use std::time::Duration;
+use testkit::netns::{self, VIP};
+
+const REPORTED: &str = "cswitch_steering_forgotten_total{reason=\"agent_report\"}";
+const ENDED: &str = "cswitch_steering_forgotten_total{reason=\"ended\"}";
+
+#[test]
+fn a_closed_connection_leaves_the_steering_table_within_seconds() {
+    if !netns::available() {
+        return;
+    }
+    let d =
+        deploy_with("life-close", |bed, www| start_py_web(bed, "b1", www, false), &listener("web", 80, None));
+    assert!(fetch(&d.bed) == d.body, "answered byte for byte");
+    assert_eq!(metric(&d.bed, "cswitch_handoffs_total"), 1);
+    // The client has closed (fetch returned), the server then: the agent reports the end,
+    // and the switch forgets the flow once the client has been quiet for 2 s.
+    let took = within(Duration::from_secs(8), "the flow leaves the table", || steered(&d.bed) == 0);
+    eprintln!("steering entry gone {took:?} after the client's close");
+    within(Duration::from_secs(3), "counted as reported", || metric(&d.bed, REPORTED) == 1);
+    assert_eq!(metric(&d.bed, "cswitch_steering_flows"), 0);
+    assert_eq!(metric(&d.bed, ENDED), 0);
+}
+
+#[test]
+fn an_idle_keep_alive_connection_stays_steered_until_it_closes() {
+    if !netns::available() {
+        return;
+    }
+    let d =
+        deploy_with("life-idle", |bed, www| start_py_web(bed, "b1", www, false), &listener("web", 80, None));
+    // One connection: a request, 4 s idle, a second request, then the close.
+    let script = format!(
+        "import hashlib, socket, sys, time\n\
+         want = hashlib.sha256(open('{}', 'rb').read()).hexdigest()\n\
+         s = socket.create_connection(('{VIP}', 80), timeout=10)\n\
+         def get():\n\
+         \ts.sendall(b'GET /big.bin HTTP/1.1\\r\\nHost: vip\\r\\n\\r\\n')\n\
+         \tdata = b''\n\
+         \twhile b'\\r\\n\\r\\n' not in data or len(data.split(b'\\r\\n\\r\\n', 1)[1]) < {}:\n\
+         \t\tdata += s.recv(65536)\n\
+         \treturn hashlib.sha256(data.split(b'\\r\\n\\r\\n', 1)[1]).hexdigest() == want\n\
+         print('first', get(), file=sys.stderr, flush=True)\n\
+         time.sleep(4)\n\
+         print('second', get(), file=sys.stderr, flush=True)\n\
+         s.close()\n\
+         print('closed', file=sys.stderr, flush=True)\n\
+         time.sleep(30)",
+        d.www.join("big.bin").display(),
+        oneway_bed::SIZE
+    );
+    let client = Proc::spawn(&d.bed, "cl", &["python3", "-c", &script]);
+    client.wait_for("first True");
+    // Idle, open: still steered (the sweeps of the next 3 s leave it alone).
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(steered(&d.bed), 1, "an open connection keeps its entry");
+    assert_eq!(metric(&d.bed, "cswitch_steering_flows"), 1);
+    client.wait_for("second True");
+    client.wait_for("closed");
+    let took = within(Duration::from_secs(8), "the flow leaves the table", || steered(&d.bed) == 0);
+    eprintln!("steering entry gone {took:?} after the client's close");
+    within(Duration::from_secs(3), "counted as reported", || metric(&d.bed, REPORTED) == 1);
+    assert_eq!(metric(&d.bed, "cswitch_handoffs_total"), 1, "one connection, one hand-off");
+}
+
+#[test]
+fn a_client_that_closed_and_went_quiet_is_forgotten_without_a_report() {
+    if !netns::available() {
+        return;
+    }
+    // The server keeps its side open 30 s after the client's close: the relay is not over,
+    // so no report; the datapath saw the client's FIN.
+    let d =
+        deploy_with("life-quiet", |bed, www| start_py_web(bed, "b1", www, true), &listener("web", 80, None));
+    assert!(fetch(&d.bed) == d.body, "answered byte for byte");
+    assert_eq!(steered(&d.bed), 1);
+    let took = within(Duration::from_secs(16), "the flow leaves the table", || steered(&d.bed) == 0);
+    eprintln!("steering entry gone {took:?} after the client's FIN, unreported");
+    assert!(took >= Duration::from_secs(8), "not before the client was quiet for 10 s: {took:?}");
+    within(Duration::from_secs(3), "counted as ended", || metric(&d.bed, ENDED) == 1);
+    assert_eq!(metric(&d.bed, REPORTED), 0);
+    assert_eq!(metric(&d.bed, "cswitch_steering_flows"), 0);
+}
