@@ -112,9 +112,10 @@ pub fn listener(name: &str, port: u16, rules: Option<&str>) -> String {
 }
 
 /// A small threaded HTTP/1.1 server on port 8080 of `host`: GET answers the file of `www`,
-/// POST the SHA-256 (hex) of the body it received; keep-alive until the client closes.
-/// With `hold`, a connection stays open 30 s after the client's end before it is closed
-/// (a server that does not close: its agent's relay is not over).
+/// POST the SHA-256 (hex) of the body it received; keep-alive until the client closes, or
+/// closed after the answer when the request says `Connection: close`. With `hold`, it
+/// never closes first: a connection stays open 30 s after the client's end (a server that
+/// does not close: its agent's relay is not over).
 pub fn start_py_web(bed: &Testbed, host: &str, www: &std::path::Path, hold: bool) -> Proc {
     let www = www.to_string_lossy().to_string();
     let hold = if hold { "hold" } else { "close" };
@@ -142,11 +143,13 @@ def serve(c):
             head, buf = buf.split(b'\\r\\n\\r\\n', 1)
             lines = head.decode('latin-1').split('\\r\\n')
             method, path = lines[0].split(' ')[:2]
-            n = 0
+            n, close = 0, False
             for line in lines[1:]:
                 k, _, v = line.partition(':')
                 if k.strip().lower() == 'content-length':
                     n = int(v)
+                if k.strip().lower() == 'connection' and v.strip().lower() == 'close':
+                    close = not hold
             while len(buf) < n:
                 buf = more(c, buf)
             body, buf = buf[:n], buf[n:]
@@ -155,6 +158,8 @@ def serve(c):
             else:
                 out = open(os.path.join(www, path.lstrip('/')), 'rb').read()
             c.sendall(b'HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n' % len(out) + out)
+            if close:
+                break
     except (EOFError, OSError):
         pass
     if hold:
