@@ -96,3 +96,58 @@ fn a_client_that_closed_and_went_quiet_is_forgotten_without_a_report() {
     assert_eq!(metric(&d.bed, REPORTED), 0);
     assert_eq!(metric(&d.bed, "cswitch_steering_flows"), 0);
 }
+
+/// The stats page (headless Chromium in the switch's namespace, its DOM after a few
+/// seconds of polling) shows the hand-offs and the steering entries; skipped without
+/// `chromium` unless `CSWITCH_REQUIRE_CHROMIUM` is set.
+#[test]
+fn the_stats_page_shows_hand_offs_and_steering_entries() {
+    if !netns::available() {
+        return;
+    }
+    let Some(chromium) = chromium() else { return };
+    let d =
+        deploy_with("life-page", |bed, www| start_py_web(bed, "b1", www, false), &listener("web", 80, None));
+    for _ in 0..2 {
+        assert!(fetch(&d.bed) == d.body);
+    }
+    within(Duration::from_secs(8), "both flows forgotten", || metric(&d.bed, REPORTED) == 2);
+    let profile = d.dir.join("chromium-profile");
+    let out = d.bed.run(
+        "sw",
+        &[
+            &chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            &format!("--user-data-dir={}", profile.display()),
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            "http://127.0.0.1:9900/",
+        ],
+    );
+    let dom = String::from_utf8_lossy(&out.stdout).to_string();
+    let value = |field: &str| -> String {
+        let at =
+            dom.find(&format!("data-field=\"{field}\"")).unwrap_or_else(|| panic!("no {field} in {dom}"));
+        let cell = &dom[at..dom[at..].find('>').map_or(dom.len(), |e| at + e)];
+        cell.split("data-value=\"").nth(1).and_then(|v| v.split('"').next()).unwrap_or("").to_string()
+    };
+    assert!(dom.contains("<section id=\"oneway\">"), "the one-way table is shown: {dom}");
+    assert_eq!(value("handoffs"), "2");
+    assert_eq!(value("handoff_no_agent"), "0");
+    assert_eq!(value("steering_flows"), "0");
+    assert_eq!(value("steering_forgot_reported"), "2");
+}
+
+/// `chromium` on PATH, else `None` (a failure under `CSWITCH_REQUIRE_CHROMIUM`).
+fn chromium() -> Option<String> {
+    let paths = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&paths).map(|d| d.join("chromium")).find(|p| p.is_file());
+    if found.is_none() {
+        assert!(std::env::var_os("CSWITCH_REQUIRE_CHROMIUM").is_none(), "chromium is not on PATH");
+        eprintln!("SKIPPED the stats page check: `chromium` is not on PATH");
+    }
+    found.map(|p| p.display().to_string())
+}
