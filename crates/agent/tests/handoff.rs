@@ -213,6 +213,30 @@ fn an_end_is_reported_on_another_connection_when_the_first_has_closed() {
 }
 
 #[test]
+fn a_connection_the_local_server_refuses_is_closed_and_reported() {
+    if !kernel_allows() {
+        return;
+    }
+    // A local port nobody listens on.
+    let local = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let agent = agent(local);
+    let (mut c, mut r) = control(&agent, TOKEN);
+    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (mut client, switch, vip, client_addr) = client_and_switch();
+    let request = b"GET /x HTTP/1.1\r\nHost: vip\r\n\r\n";
+    client.write_all(request).unwrap();
+    assert_eq!(hand_off(switch, request, &mut c, &mut r, vip, client_addr), Frame::Ready { id: 1 });
+    send(&mut c, &Frame::Go { id: 1 });
+    // The client is told at once (the end of the stream), not left waiting.
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 64];
+    assert_eq!(client.read(&mut buf).unwrap(), 0, "closed");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    drop(client);
+    assert_eq!(recv(&mut c, &mut r), Frame::Ended { id: 1, client: client_addr });
+}
+
+#[test]
 fn a_wrong_token_is_refused() {
     let agent = agent(origin(10));
     let (mut c, mut r) = control(&agent, "not-the-token-at-all");

@@ -1,8 +1,9 @@
 //! End-of-connection reports (issue 12, part 3): when a relayed connection is over, the
 //! switch that handed it off is told ([`Frame::Ended`]) so it can stop steering the flow.
 //!
-//! "Over" is the client socket's TCP state, not the relay's: the relay hands back a
-//! duplicate of the client's descriptor when it ends, and a watcher thread reports the
+//! "Over" is the client socket's TCP state, not the relay's: a duplicate of the client's
+//! descriptor goes to a watcher thread when the relay ends (the relay's own close then
+//! closes nothing; the watcher sends the FIN if the relay did not), which reports the
 //! connection once that socket reaches CLOSE — every byte and both FINs acknowledged, or
 //! reset — so a switch never stops steering while the client still has data, an ACK or a
 //! FIN to deliver to this host. A connection that does not get there within
@@ -17,7 +18,7 @@
 use super::HandoffCounts;
 use oneway::Frame;
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
@@ -146,7 +147,13 @@ fn watcher(queue: &Receiver<Watch>, routes: &Routes, counts: &HandoffCounts) {
     let mut open = true;
     while open || !watching.is_empty() {
         match queue.recv_timeout(TICK) {
-            Ok(w) => watching.push(w),
+            Ok(w) => {
+                // What the relay's close would have done while it held the last descriptor:
+                // a FIN, if the relay ended without sending one (an error, an unreachable
+                // local server). Nothing when it did.
+                let _ = w.sock.shutdown(Shutdown::Write);
+                watching.push(w);
+            }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
                 open = false;
