@@ -97,6 +97,55 @@ fn a_client_that_closed_and_went_quiet_is_forgotten_without_a_report() {
     assert_eq!(metric(&d.bed, "cswitch_steering_flows"), 0);
 }
 
+/// A client port reused at once (spike P11): the first connection's end (its report, its
+/// FIN in `ended`) must not cost the second connection its entry. The second stays open and
+/// idle past the sweep's quiet time, then makes another request on it.
+#[test]
+fn a_reused_client_port_keeps_the_new_connections_entry() {
+    if !netns::available() {
+        return;
+    }
+    let d =
+        deploy_with("life-reuse", |bed, www| start_py_web(bed, "b1", www, false), &listener("web", 80, None));
+    let script = format!(
+        "import hashlib, socket, time\n\
+         want = hashlib.sha256(open('{}', 'rb').read()).hexdigest()\n\
+         def connect():\n\
+         \tfor _ in range(50):\n\
+         \t\ts = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+         \t\ttry:\n\
+         \t\t\ts.bind(('{}', 41000)); s.settimeout(10); s.connect(('{VIP}', 80)); return s\n\
+         \t\texcept OSError:\n\
+         \t\t\ts.close(); time.sleep(0.01)\n\
+         def get(s, close):\n\
+         \ts.sendall(b'GET /big.bin HTTP/1.1\\r\\nHost: vip\\r\\n' + (b'Connection: close\\r\\n' if close else b'') + b'\\r\\n')\n\
+         \tdata = b''\n\
+         \twhile b'\\r\\n\\r\\n' not in data or len(data.split(b'\\r\\n\\r\\n', 1)[1]) < {}:\n\
+         \t\tchunk = s.recv(65536)\n\
+         \t\tif not chunk: break\n\
+         \t\tdata += chunk\n\
+         \treturn hashlib.sha256(data.split(b'\\r\\n\\r\\n', 1)[-1]).hexdigest() == want\n\
+         s = connect()\n\
+         first = get(s, True)\n\
+         while s.recv(65536): pass\n\
+         s.close()\n\
+         s = connect()\n\
+         second = get(s, False)\n\
+         time.sleep(4)\n\
+         third = get(s, False)\n\
+         s.close()\n\
+         print(first, second, third)",
+        d.www.join("big.bin").display(),
+        testkit::netns::ip_of(10),
+        oneway_bed::SIZE
+    );
+    let out = d.bed.run("cl", &["python3", "-c", &script]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "True True True", "the reused port's requests");
+    assert_eq!(metric(&d.bed, "cswitch_handoffs_total"), 2, "two connections, two hand-offs");
+    within(Duration::from_secs(8), "the flow leaves the table", || steered(&d.bed) == 0);
+    within(Duration::from_secs(3), "the second connection counted", || metric(&d.bed, REPORTED) >= 1);
+}
+
 /// The stats page (headless Chromium in the switch's namespace, its DOM after a few
 /// seconds of polling) shows the hand-offs and the steering entries; skipped without
 /// `chromium` unless `CSWITCH_REQUIRE_CHROMIUM` is set.
