@@ -2,7 +2,8 @@
 //! network namespaces (client, switch, server host; `oneway_bed`): the entry lives as long
 //! as the connection, idle or not, and goes within seconds of its close — on the agent's
 //! report, or, when no report comes (the server keeps its side open), once the client has
-//! sent its FIN and been quiet for 10 s. The gauge `cswitch_steering_flows` and the
+//! sent its FIN and been quiet for 10 s; a silent connection goes by the table's idle
+//! timeout, and is counted so. The gauge `cswitch_steering_flows` and the
 //! counters `cswitch_steering_forgotten_total{reason}` say the same.
 //!
 //! Needs root, iproute2, nftables and python3; `CSWITCH_REQUIRE_KERNEL=1` (`.ci/run`) turns
@@ -144,6 +145,39 @@ fn a_reused_client_port_keeps_the_new_connections_entry() {
     assert_eq!(metric(&d.bed, "cswitch_handoffs_total"), 2, "two connections, two hand-offs");
     within(Duration::from_secs(8), "the flow leaves the table", || steered(&d.bed) == 0);
     within(Duration::from_secs(3), "the second connection counted", || metric(&d.bed, REPORTED) >= 1);
+}
+
+/// A client that stays connected but silent past `flow_timeout` (2 s here): the table's
+/// idle timeout removes the entry, and the sweep counts it once two of its `flows` dumps
+/// (10 s apart) have not listed it.
+#[test]
+fn a_flow_idle_past_flow_timeout_is_counted_expired() {
+    if !netns::available() {
+        return;
+    }
+    // The preamble ends in `[oneway]`: the key joins that table.
+    let config = format!("flow_timeout = \"2s\"\n{}", listener("web", 80, None));
+    let d = deploy_with("life-idle-out", |bed, www| start_py_web(bed, "b1", www, false), &config);
+    let script = format!(
+        "import socket, sys, time\n\
+         s = socket.create_connection(('{VIP}', 80), timeout=10)\n\
+         s.sendall(b'GET /big.bin HTTP/1.1\\r\\nHost: vip\\r\\n\\r\\n')\n\
+         n = 0\n\
+         while n < {}:\n\
+         \tn += len(s.recv(65536))\n\
+         print('answered', file=sys.stderr, flush=True)\n\
+         time.sleep(60)",
+        oneway_bed::SIZE
+    );
+    let client = Proc::spawn(&d.bed, "cl", &["python3", "-c", &script]);
+    client.wait_for("answered");
+    within(Duration::from_secs(5), "the table's idle timeout", || steered(&d.bed) == 0);
+    let took = within(Duration::from_secs(25), "counted as expired", || {
+        metric(&d.bed, "cswitch_steering_forgotten_total{reason=\"idle_timeout\"}") == 1
+    });
+    eprintln!("idle flow counted expired {took:?} after the table dropped it");
+    assert_eq!(metric(&d.bed, "cswitch_steering_flows"), 0);
+    assert_eq!(metric(&d.bed, REPORTED) + metric(&d.bed, ENDED), 0);
 }
 
 /// The stats page (headless Chromium in the switch's namespace, its DOM after a few

@@ -48,7 +48,8 @@ fn mac(text: &str) -> [u8; 6] {
 /// `CSWITCH_STEER_OP` says which operation (`install IFACE VIP PORT MAC`, `freeze CLIENT`,
 /// `unfreeze CLIENT`, `flip CLIENT MAC`, `forget CLIENT`, `remove`, and the ones that
 /// print: `ended` (`CLIENT QUIET_MS` per flow), `flows` (`CLIENT` per flow), `forget_ended
-/// CLIENT` (`true`, or `false` when it was not ended)); without it, nothing.
+/// CLIENT` (`true`, or `false` when it was not ended)), and `flip_many N MAC` (N made-up
+/// clients); without it, nothing.
 #[test]
 fn steer_op() {
     let Ok(op) = std::env::var("CSWITCH_STEER_OP") else { return };
@@ -70,6 +71,14 @@ fn steer_op() {
         }
         "forget_ended" => {
             println!("OUT {}", table().forget_ended(client()).unwrap());
+            return;
+        }
+        "flip_many" => {
+            let mut t = table();
+            for i in 0..a[1].parse::<u32>().unwrap() {
+                let ip = std::net::Ipv4Addr::from(0x0a63_0000 + (i >> 8));
+                t.flip(std::net::SocketAddrV4::new(ip, 10_000 + (i & 0xff) as u16), mac(a[2])).unwrap();
+            }
             return;
         }
         _ => {}
@@ -295,5 +304,9 @@ fn a_client_fin_on_a_steered_flow_lists_it_ended_with_its_quiet_time() {
     assert!(ended(&bed).is_empty(), "a flip clears the port's ended entry");
     assert_eq!(steer(&bed, "sw", &["forget_ended", &flow]), ["false"]);
     assert_eq!(steer(&bed, "sw", &["flows"]), [flow.as_str()]);
+
+    // A dump of many elements spans many netlink datagrams: every one is listed.
+    steer(&bed, "sw", &["flip_many", "5000", &mac_of(11)]);
+    assert_eq!(steer(&bed, "sw", &["flows"]).len(), 5001);
     steer(&bed, "sw", &["remove"]);
 }

@@ -15,8 +15,9 @@
 //!   FIN_WAIT2 waiting for a server that has said nothing for 10 s — a pause no HTTP
 //!   exchange makes after the client's FIN; every segment the server sends is ACKed, which
 //!   would have kept the flow from being quiet.
-//! - **idle timeout**: the table's own `flow_timeout` removed the entry; the sweep sees it
-//!   missing from the `flows` dump every 10 s and counts it.
+//! - **idle timeout**: the table's own `flow_timeout` removed the entry; the sweep counts a
+//!   flow older than that which two `flows` dumps in a row (10 s apart) did not list. Not
+//!   one dump: a dump taken while flows come and go can skip elements.
 //!
 //! A client port is reused at once by new connections (spike P11), so a flow is always
 //! named with the hand-off that owns its entry: a report for an older hand-off, or an
@@ -103,7 +104,10 @@ pub fn spawn(shared: Arc<Shared>) -> io::Result<Option<JoinHandle<()>>> {
     let steering = Steering::open(table)?;
     let (tx, rx) = mpsc::channel();
     *REPORTS.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
-    let sweep = Sweep { steering, pending: HashMap::new(), warned: false };
+    let flow_timeout =
+        shared.snapshot.load().config.oneway.as_ref().map_or(Duration::ZERO, |o| o.flow_timeout);
+    let sweep =
+        Sweep { steering, flow_timeout, pending: HashMap::new(), unlisted: HashSet::new(), warned: false };
     let thread =
         std::thread::Builder::new().name("steering-sweep".into()).spawn(move || sweep.run(&rx, &shared))?;
     Ok(Some(thread))
@@ -112,6 +116,10 @@ pub fn spawn(shared: Arc<Shared>) -> io::Result<Option<JoinHandle<()>>> {
 /// The sweep's state: its netlink handle, and the reported flows waiting for quiet.
 struct Sweep {
     steering: Steering,
+    /// The table's idle timeout: no younger flow can have expired.
+    flow_timeout: Duration,
+    /// Flows old enough to have expired that the last `flows` dump did not list.
+    unlisted: HashSet<SocketAddrV4>,
     /// Reported flows: the hand-off, and when the report came.
     pending: HashMap<SocketAddrV4, (u64, Instant)>,
     /// A failing dump is logged once until one works again.
@@ -205,14 +213,24 @@ impl Sweep {
         }
     }
 
-    /// Live flows the table no longer has went by its idle timeout.
+    /// Live flows the table no longer has went by its idle timeout: flows flipped at least
+    /// `flow_timeout` ago that neither this dump nor the one before listed.
     fn reconcile(&mut self, stats: &Stats) {
-        let start = Instant::now();
-        let Ok(in_table) = self.steering.flows() else { return };
-        let in_table: HashSet<SocketAddrV4> = in_table.into_iter().collect();
+        let Ok(listed) = self.steering.flows() else { return };
+        let listed: HashSet<SocketAddrV4> = listed.into_iter().collect();
         let mut live = flows();
         let before = live.len();
-        live.retain(|client, f| in_table.contains(client) || f.since >= start);
+        let unlisted = std::mem::take(&mut self.unlisted);
+        live.retain(|client, f| {
+            if listed.contains(client) || f.since.elapsed() < self.flow_timeout {
+                return true;
+            }
+            if unlisted.contains(client) {
+                return false;
+            }
+            self.unlisted.insert(*client);
+            true
+        });
         for _ in live.len()..before {
             stats.inc(Counter::SteeringExpired);
         }
