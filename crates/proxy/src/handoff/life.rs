@@ -131,15 +131,17 @@ impl Sweep {
         let mut next = Instant::now() + TICK;
         let mut sweeps = 0u32;
         while !shared.shutting_down.load(Ordering::Acquire) {
-            match reports.recv_timeout(next.saturating_duration_since(Instant::now())) {
-                Ok((id, client)) => {
-                    self.note(id, client);
-                    continue;
+            // Reports until the next sweep is due (a steady stream of them never delays it).
+            let now = Instant::now();
+            if now < next {
+                match reports.recv_timeout(next - now) {
+                    Ok((id, client)) => self.note(id, client),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => std::thread::sleep(next - now),
                 }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => std::thread::sleep(TICK),
+                continue;
             }
-            next = Instant::now() + TICK;
+            next = now + TICK;
             self.sweep(&shared.stats);
             sweeps = sweeps.wrapping_add(1);
             if sweeps.is_multiple_of(RECONCILE_EVERY) {
