@@ -137,6 +137,14 @@ impl Scrape {
         let mut conns = Family::new("cswitch_client_connections", "Client connections open, all listeners");
         conns.add(Vec::new(), gauge_u(s.connections));
         conns.encode(e)?;
+        if let Some(n) = s.steering_flows {
+            let mut flows = Family::new(
+                "cswitch_steering_flows",
+                "One-way flows steered to servers now (entries of the steering table)",
+            );
+            flows.add(Vec::new(), gauge_u(n));
+            flows.encode(e)?;
+        }
         encode_os_process(e)?;
         self.encode_counters(e)
     }
@@ -346,6 +354,8 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
     let agents_help = "Capacity reports from agents, by result";
     let fallback = "cswitch_handoff_fallbacks";
     let fallback_help = "One-way hand-offs not made (the connection was served two-way), by reason";
+    let forgotten = "cswitch_steering_forgotten";
+    let forgotten_help = "One-way flows no longer steered, by why: their agent's report, the client's FIN/RST and quiet, the table's idle timeout";
     Some(match c {
         Requests | HealthCheckFailures => return None,
         Accepted => ("cswitch_connections_accepted", "Client connections accepted", None),
@@ -388,6 +398,9 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
         HandoffRefused => (fallback, fallback_help, Some(("reason", "restore_failed"))),
         HandoffTimeout => (fallback, fallback_help, Some(("reason", "ready_timeout"))),
         HandoffFlipFailed => (fallback, fallback_help, Some(("reason", "flip_failed"))),
+        SteeringForgotReported => (forgotten, forgotten_help, Some(("reason", "agent_report"))),
+        SteeringForgotEnded => (forgotten, forgotten_help, Some(("reason", "ended"))),
+        SteeringExpired => (forgotten, forgotten_help, Some(("reason", "idle_timeout"))),
         Reloads => ("cswitch_reloads", "Config reloads and admin edits applied", None),
         ReloadsFailed => ("cswitch_reloads_failed", "Config reloads refused", None),
         // The refusals (`Counter::is_refusal`): per listener, in `encode_listeners`.

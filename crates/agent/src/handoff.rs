@@ -8,7 +8,8 @@
 //! request (or the ClientHello) as the client sent it and its answer goes to the client
 //! directly.
 //! On ABORT, or when no GO comes in time, the restored socket is dropped in repair mode:
-//! nothing is sent.
+//! nothing is sent. Once a relayed connection has closed, the switch is told (ENDED), so it
+//! stops steering the flow (`report`).
 //!
 //! Later requests on a handed-off connection (the listener's `connection_persistence`):
 //! under `pin` they go to the same server through the splice relay; under `close` and
@@ -16,14 +17,19 @@
 //! switch over the control channel). A group's cookie persistence (`cookies`) is applied by
 //! the session too: the answers never pass the switch.
 //!
-//! Blocking threads: a thread per switch connection and two per relayed connection. The
-//! agent serves one host's hand-offs; a thread costs less than a runtime here.
+//! When a served connection has closed, the switch that handed it off is told (`report`),
+//! so it stops steering the flow.
+//!
+//! Blocking threads: a thread per switch connection, two per relayed connection, and one
+//! watching ended connections until they close. The agent serves one host's hand-offs; a
+//! thread costs less than a runtime here.
 
 mod control;
 mod cookies;
 mod pass;
 mod policy;
 mod relay;
+mod report;
 mod session;
 
 use std::collections::BTreeMap;
@@ -79,15 +85,21 @@ pub struct HandoffCounts {
     pub redirected: AtomicU64,
     /// Connections given to the local server as descriptors (`--pass-fd`).
     pub passed: AtomicU64,
+    /// Ends of served connections reported to their switch (ENDED sent).
+    pub reported: AtomicU64,
+    /// Ends not reported: no control connection from that switch was open.
+    pub unreported: AtomicU64,
 }
 
 /// What the agent's threads share.
 pub(crate) struct Shared {
-    counts: HandoffCounts,
+    counts: Arc<HandoffCounts>,
     /// The switch's rules for its one-way listeners.
     policies: policy::Policies,
     /// The server that takes descriptors, if any.
     passer: Option<pass::Passer>,
+    /// Where the ends of served connections are reported.
+    reports: report::Reports,
 }
 
 /// A running hand-off server; dropping it stops accepting (relays finish by themselves).
@@ -103,8 +115,10 @@ impl HandoffServer {
     pub fn start(cfg: HandoffConfig) -> io::Result<HandoffServer> {
         let listener = TcpListener::bind(cfg.listen)?;
         let addr = listener.local_addr()?;
+        let counts = Arc::new(HandoffCounts::default());
         let shared = Arc::new(Shared {
-            counts: HandoffCounts::default(),
+            reports: report::Reports::start(Arc::clone(&counts))?,
+            counts,
             policies: policy::Policies::default(),
             passer: cfg.pass_fd.clone().map(pass::Passer::new),
         });

@@ -3,10 +3,13 @@
 //! control channel; the agent restores it and relays it to a local web server, which
 //! answers the client directly — the request it reads is the one the client sent, and a
 //! second request on the same connection is served too; the VIP port chooses the local
-//! server. A wrong token is refused; ABORT leaves the client's connection silent (no FIN,
+//! server; once the client has closed, the agent reports the end (ENDED) on the control
+//! connection the hand-off came on, or on another from the same switch when that one has
+//! closed. A wrong token is refused; ABORT leaves the client's connection silent (no FIN,
 //! no reset). Later requests under each `connection_persistence`: `close` ends the
 //! connection after the first answer, `redirect` answers a request the switch's rules send
-//! to another group with a redirect.
+//! to another group with a redirect. With `--pass-fd` the connection goes to a server that
+//! takes descriptors.
 //!
 //! Needs CAP_NET_ADMIN (TCP_REPAIR): without it the tests say so and pass, unless
 //! `CSWITCH_REQUIRE_KERNEL=1` (`.ci/run`) makes them fail.
@@ -206,6 +209,64 @@ fn a_handed_off_connection_is_answered_by_the_local_server() {
     client.write_all(b"GET /second HTTP/1.1\r\nHost: vip\r\n\r\n").unwrap();
     assert!(read_response(&mut client).contains("\r\n\r\n/second:"));
     assert_eq!(agent.counts().served.load(Ordering::Relaxed), 1);
+    // The client closes: the local server closes too, and once both FINs are acknowledged
+    // the agent reports the end on this control connection.
+    drop(client);
+    assert_eq!(recv(&mut c, &mut r), Frame::Ended { id: 1, client: client_addr });
+    // Counted just after the write that the frame came with.
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    while agent.counts().reported.load(Ordering::Relaxed) == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(agent.counts().reported.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn an_end_is_reported_on_another_connection_when_the_first_has_closed() {
+    if !kernel_allows() {
+        return;
+    }
+    let agent = agent(origin(1000));
+    let (mut first, mut r1) = control(&agent, TOKEN);
+    assert_eq!(recv(&mut first, &mut r1), Frame::Welcome);
+    let (mut client, switch, vip, client_addr) = client_and_switch();
+    let request = b"GET /x HTTP/1.1\r\nHost: vip\r\n\r\n";
+    client.write_all(request).unwrap();
+    assert_eq!(hand_off(switch, request, &mut first, &mut r1, vip, client_addr), Frame::Ready { id: 1 });
+    send(&mut first, &Frame::Go { id: 1 });
+    assert!(read_response(&mut client).contains("/x:"));
+    // A second connection from the same switch; the first one closes (the agent notices
+    // within its 100 ms tick).
+    let (mut second, mut r2) = control(&agent, TOKEN);
+    assert_eq!(recv(&mut second, &mut r2), Frame::Welcome);
+    drop(first);
+    std::thread::sleep(Duration::from_millis(300));
+    drop(client);
+    assert_eq!(recv(&mut second, &mut r2), Frame::Ended { id: 1, client: client_addr });
+}
+
+#[test]
+fn a_connection_the_local_server_refuses_is_closed_and_reported() {
+    if !kernel_allows() {
+        return;
+    }
+    // A local port nobody listens on.
+    let local = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let agent = agent(local);
+    let (mut c, mut r) = control(&agent, TOKEN);
+    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (mut client, switch, vip, client_addr) = client_and_switch();
+    let request = b"GET /x HTTP/1.1\r\nHost: vip\r\n\r\n";
+    client.write_all(request).unwrap();
+    assert_eq!(hand_off(switch, request, &mut c, &mut r, vip, client_addr), Frame::Ready { id: 1 });
+    send(&mut c, &Frame::Go { id: 1 });
+    // The client is told at once (the end of the stream), not left waiting.
+    let started = std::time::Instant::now();
+    let mut buf = [0u8; 64];
+    assert_eq!(client.read(&mut buf).unwrap(), 0, "closed");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    drop(client);
+    assert_eq!(recv(&mut c, &mut r), Frame::Ended { id: 1, client: client_addr });
 }
 
 /// The VIP port the client connected to chooses the local server: one named for that port

@@ -5,7 +5,8 @@
 //!
 //! Layout:
 //! - `repair`: `TCP_REPAIR` on a socket — enter and leave repair mode, [`dump`] an
-//!   established connection, [`restore`] it on another socket. The workspace's one module
+//!   established connection, [`restore`] it on another socket; and whether a connection
+//!   has [`closed`] (the agent's end-of-flow report). The workspace's one module
 //!   with `unsafe` code (raw `getsockopt`/`setsockopt`/`ioctl`), each call with its
 //!   `SAFETY` line.
 //! - `host`: what a host lacks for hand-offs (`CAP_NET_ADMIN`, kernel, interface), for
@@ -13,7 +14,8 @@
 //! - `state`: [`TcpState`], what a dump holds (sequence numbers, options, window,
 //!   timestamp, queues), and its byte encoding for the control channel. Sans-io.
 //! - `steer`: the switch's steering table (nftables netdev ingress: install once, then
-//!   freeze / flip / unfreeze / forget as one netlink transaction each).
+//!   freeze / flip / unfreeze / forget as one netlink transaction each; the `ended` and
+//!   `flows` dumps the switch's sweep reads).
 //! - `wire`: the control channel's [`Frame`]s and their incremental [`Reader`]; `wire::policy`
 //!   the hand-off's [`Route`] and a listener's [`Policy`] (rules for the agent). Sans-io.
 
@@ -24,9 +26,12 @@ mod steer;
 mod wire;
 
 pub use host::{missing, Missing};
-pub use repair::{dump, enter_repair, leave_repair, restore, RepairError};
+pub use repair::{closed, dump, enter_repair, leave_repair, restore, RepairError};
 pub use state::{DecodeError, TcpState, Window};
-pub use steer::{install as install_steering, remove as remove_steering, ruleset, Steering, TableSpec};
+pub use steer::{
+    install as install_steering, remove as remove_steering, ruleset, Ended, Steering, TableSpec,
+    ENDED_TIMEOUT,
+};
 pub use wire::{
     CookieMode, CookieRule, Frame, InsertRule, Persistence, Policy, Reader, Route, WireError, MAX_FRAME,
 };

@@ -39,6 +39,7 @@ const TCPI_OPT_TIMESTAMPS: u8 = 1;
 const TCPI_OPT_SACK: u8 = 2;
 const TCPI_OPT_WSCALE: u8 = 4;
 const TCP_ESTABLISHED: u8 = 1;
+const TCP_CLOSE: u8 = 7;
 const SIOCINQ: libc::c_ulong = 0x541B;
 const SIOCOUTQ: libc::c_ulong = 0x5411;
 const SIOCOUTQNSD: libc::c_ulong = 0x894B;
@@ -76,6 +77,15 @@ pub fn enter_repair(sock: &impl AsFd) -> io::Result<()> {
 /// nothing is sent (the switch's fallback, which then serves the connection itself).
 pub fn leave_repair(sock: &impl AsFd, window_probe: bool) -> io::Result<()> {
     set_i32(sock.as_fd(), TCP_REPAIR, if window_probe { TCP_REPAIR_OFF } else { TCP_REPAIR_OFF_NO_WP })
+}
+
+/// Whether the connection has reached CLOSE: every byte and both FINs acknowledged, or
+/// reset. Read on a descriptor kept open while the connection ends (an open socket never
+/// shows TIME_WAIT: its side goes to CLOSE and a TIME_WAIT entry takes over the 4-tuple).
+pub fn closed(sock: &impl AsFd) -> io::Result<bool> {
+    let mut info = [0u8; 8];
+    let got = getsockopt(sock.as_fd(), TCP_INFO, &mut info)?;
+    Ok(got >= 1 && info[0] == TCP_CLOSE)
 }
 
 /// Reads an established connection's state. The socket must be in repair mode and its flow

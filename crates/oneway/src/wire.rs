@@ -9,6 +9,10 @@
 //! [`Frame::Welcome`] (or [`Frame::Refused`], then the close). Then per hand-off:
 //! `Handoff` → `Ready` | `Failed`, then `Go` (the steering flipped: leave repair mode and
 //! serve) or `Abort` (the switch serves it itself: drop the socket in repair mode, silently).
+//! When a connection it served has closed, the agent sends [`Frame::Ended`] on a control
+//! connection from the same switch (the one the hand-off came on, if it is still open), at
+//! any time: the switch reads its connections while they are idle too.
+//!
 //! Each hand-off carries its [`Route`]; the switch sends each one-way listener's [`Policy`]
 //! (its rules) after `Welcome` and again after every reload (`policy`).
 
@@ -79,6 +83,14 @@ pub enum Frame {
     },
     /// Switch → agent: a one-way listener's rules (after `Welcome`, and after reloads).
     Policy(Policy),
+    /// Agent → switch, unasked: the connection of hand-off `id` has closed on the server
+    /// (both ways, or reset); its steering entry can go.
+    Ended {
+        /// The hand-off.
+        id: u64,
+        /// The client's end (the steering entry's key).
+        client: SocketAddr,
+    },
 }
 
 /// Why bytes are not a frame.
@@ -107,6 +119,7 @@ const FAILED: u8 = 6;
 const GO: u8 = 7;
 const ABORT: u8 = 8;
 const POLICY: u8 = 9;
+const ENDED: u8 = 10;
 
 impl Frame {
     /// Appends the frame to `out`.
@@ -140,6 +153,10 @@ impl Frame {
                 out.push(POLICY);
                 p.encode(out);
             }
+            Frame::Ended { id, client } => {
+                put_id(out, ENDED, *id);
+                put_addr(out, client);
+            }
         }
         let len = len32(&out[start + 4..]);
         out[start..start + 4].copy_from_slice(&len.to_le_bytes());
@@ -172,6 +189,13 @@ impl Frame {
             GO => Frame::Go { id: only_id(rest, "go")? },
             ABORT => Frame::Abort { id: only_id(rest, "abort")? },
             POLICY => Frame::Policy(Policy::decode(&mut Cursor::new(rest, "policy"))?),
+            ENDED => {
+                let (v, n) = id(rest, "ended")?;
+                match get_addr(&rest[n..]) {
+                    Some((client, used)) if n + used == rest.len() => Frame::Ended { id: v, client },
+                    _ => return Err(WireError::Malformed("ended")),
+                }
+            }
             other => return Err(WireError::Kind(other)),
         })
     }
@@ -343,6 +367,7 @@ mod tests {
                 groups: vec!["static".into(), "api".into()],
                 rules: "R1: if (match(url, \"^/api\")) { routeTo(api, NONSTICKY); }\n".into(),
             }),
+            Frame::Ended { id: 7, client: "10.0.0.10:40000".parse().unwrap() },
         ]
     }
 
@@ -382,6 +407,10 @@ mod tests {
         policy.extend_from_slice(&[0, 0, 0, 0]);
         policy.extend_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(frame(&policy), Err(WireError::Malformed("policy")));
+        assert_eq!(frame(&[ENDED, 1, 0, 0, 0, 0, 0, 0, 0, 4, 10]), Err(WireError::Malformed("ended")));
+        let mut extra = Vec::new();
+        Frame::Ended { id: 1, client: "10.0.0.1:1".parse().unwrap() }.encode(&mut extra);
+        assert_eq!(frame(&[&extra[4..], &[0]].concat()), Err(WireError::Malformed("ended")));
         let mut r = Reader::default();
         r.push(&(MAX_FRAME as u32 + 1).to_le_bytes());
         assert_eq!(r.next_frame(), Err(WireError::TooLong(MAX_FRAME + 1)));

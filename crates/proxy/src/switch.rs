@@ -174,6 +174,7 @@ impl Switch {
             threads.push(t);
         }
         threads.push(crate::health::spawn(Arc::clone(&shared), agents)?);
+        threads.extend(crate::handoff::life::spawn(Arc::clone(&shared))?);
         Ok(Switch { shared, log, addrs, agents_addr, threads: Mutex::new(threads) })
     }
 

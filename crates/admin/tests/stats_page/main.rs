@@ -157,6 +157,8 @@ async fn run(chromium: &Path, dir: &Path) {
 /// The first of the DOM's checks: structure, and numbers equal to the API's.
 fn check_at_rest(dom: &Dom, api: &[proxy::view::ServerView]) {
     assert!(!dom.banner_shown(), "error banner shown: {}", dom.banner_text());
+    // No one-way listener, no steering table: the one-way table stays hidden.
+    assert!(dom.0.contains("<section id=\"oneway\" hidden=\"\">"), "one-way table shown");
     for (group, scheduler) in [("web", "wrr"), ("static", "rr")] {
         assert!(
             dom.0.contains(&format!("<section class=\"group\" data-group=\"{group}\"")),

@@ -1,8 +1,10 @@
 //! One switch's control connection: the token first, then hand-offs, each restored on
 //! HANDOFF (READY or FAILED), served on GO, dropped in repair mode on ABORT or when no GO
-//! comes in time.
+//! comes in time; and, between frames, the ENDED reports routed to this connection
+//! (`report`).
 
 use super::cookies::Cookies;
+use super::report::{Origin, Reports};
 use super::session::{self, Session};
 use super::{relay, HandoffConfig, HandoffCounts, Shared};
 use oneway::{Frame, Persistence, Reader, Route};
@@ -11,6 +13,7 @@ use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,40 +33,85 @@ struct Pending {
 
 /// Serves one switch until it closes or breaks the protocol.
 pub(super) fn serve(mut conn: TcpStream, peer: SocketAddr, cfg: &HandoffConfig, shared: &Arc<Shared>) {
-    let counts = &shared.counts;
+    let (counts, reports) = (&*shared.counts, &shared.reports);
     let _ = conn.set_nodelay(true);
     let _ = conn.set_read_timeout(Some(TICK));
     let mut reader = Reader::default();
     if !authenticate(&mut conn, &mut reader, cfg, counts, peer) {
         return;
     }
+    let (registration, outbox) = reports.register(peer.ip());
+    let ends = Ends { reports, origin: registration.origin() };
     let mut pending: HashMap<u64, Pending> = HashMap::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         expire(&mut pending, cfg.go_timeout, counts);
+        // Reports go out after a read has found the connection open (a switch that closed
+        // it is seen first, and the reports go to its other connections).
         match conn.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => reader.push(&buf[..n]),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
             Err(_) => break,
         }
-        loop {
-            match reader.next_frame() {
-                Ok(Some(frame)) => {
-                    if handle(frame, &mut conn, &mut pending, cfg, shared).is_err() {
-                        return;
-                    }
+        if !frames(&mut reader, &mut conn, &mut pending, cfg, shared, &ends, peer) {
+            break;
+        }
+        if let Some(unsent) = flush(&mut conn, &outbox, counts) {
+            reports.reroute(peer.ip(), unsent, counts);
+            break;
+        }
+    }
+    // The switch went away: whatever it handed off and did not confirm is dropped silently;
+    // reports routed here go to its other connections.
+    counts.aborted.fetch_add(pending.len() as u64, Ordering::Relaxed);
+    drop(registration);
+    for frame in outbox.try_iter() {
+        reports.reroute(peer.ip(), frame, counts);
+    }
+}
+
+/// Sends the reports routed to this connection; the one that could not be sent, if any.
+fn flush(conn: &mut TcpStream, outbox: &Receiver<Frame>, counts: &HandoffCounts) -> Option<Frame> {
+    for frame in outbox.try_iter() {
+        if send(conn, &frame).is_err() {
+            return Some(frame);
+        }
+        counts.reported.fetch_add(1, Ordering::Relaxed);
+    }
+    None
+}
+
+/// What a hand-off served on this connection needs to report its end.
+struct Ends<'a> {
+    reports: &'a Reports,
+    origin: Origin,
+}
+
+/// Handles the whole frames read so far; false when the connection must close.
+fn frames(
+    reader: &mut Reader,
+    conn: &mut TcpStream,
+    pending: &mut HashMap<u64, Pending>,
+    cfg: &HandoffConfig,
+    shared: &Arc<Shared>,
+    ends: &Ends<'_>,
+    peer: SocketAddr,
+) -> bool {
+    loop {
+        match reader.next_frame() {
+            Ok(Some(frame)) => {
+                if handle(frame, conn, pending, cfg, shared, ends).is_err() {
+                    return false;
                 }
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::warn!(switch = %peer, error = %e, "control connection broke the protocol; closed");
-                    return;
-                }
+            }
+            Ok(None) => return true,
+            Err(e) => {
+                tracing::warn!(switch = %peer, error = %e, "control connection broke the protocol; closed");
+                return false;
             }
         }
     }
-    // The switch went away: whatever it handed off and did not confirm is dropped silently.
-    counts.aborted.fetch_add(pending.len() as u64, Ordering::Relaxed);
 }
 
 /// The first frame must be HELLO with the token (compared in constant time).
@@ -109,6 +157,7 @@ fn handle(
     pending: &mut HashMap<u64, Pending>,
     cfg: &HandoffConfig,
     shared: &Arc<Shared>,
+    ends: &Ends<'_>,
 ) -> io::Result<()> {
     let counts = &shared.counts;
     match frame {
@@ -128,7 +177,7 @@ fn handle(
         }
         Frame::Go { id } => {
             if let Some(p) = pending.remove(&id) {
-                go(p, cfg, shared);
+                go(p, id, cfg, shared, ends);
             }
             Ok(())
         }
@@ -150,9 +199,11 @@ fn handle(
 }
 
 /// Leaves repair mode (the window probe makes the client ACK along the new path) and
-/// gives the connection to the local server: spliced under `pin`, through a session that
-/// reads its requests and answers under `close` and `redirect` or with cookie persistence.
-fn go(p: Pending, cfg: &HandoffConfig, shared: &Arc<Shared>) {
+/// gives the connection to the local server: passed as a descriptor or spliced under
+/// `pin`, through a session that reads its requests and answers under `close` and
+/// `redirect` or with cookie persistence. When the agent's part is over, a duplicate of the
+/// client's descriptor goes to the watcher, which reports the end once the socket closes.
+fn go(p: Pending, id: u64, cfg: &HandoffConfig, shared: &Arc<Shared>, ends: &Ends<'_>) {
     let counts = &shared.counts;
     if let Err(e) = oneway::leave_repair(&p.sock, true) {
         counts.failed.fetch_add(1, Ordering::Relaxed);
@@ -161,32 +212,38 @@ fn go(p: Pending, cfg: &HandoffConfig, shared: &Arc<Shared>) {
     }
     counts.served.fetch_add(1, Ordering::Relaxed);
     let client: TcpStream = p.sock.into();
+    let Ok(dup) = client.try_clone() else {
+        tracing::warn!("no descriptor to watch the connection with; handed-off connection closed");
+        return;
+    };
     let cookies = p.route.cookie.as_ref().and_then(Cookies::new).map(Arc::new);
-    if p.route.persistence == Persistence::Pin && cookies.is_none() {
-        // Passed as a descriptor when the local server takes them; relayed otherwise (or
-        // when it cannot take this one).
-        let client = match &shared.passer {
-            Some(passer) => match passer.pass(client) {
-                Ok(()) => {
-                    counts.passed.fetch_add(1, Ordering::Relaxed);
-                    return;
-                }
-                Err(client) => client,
-            },
-            None => client,
+    if p.route.persistence != Persistence::Pin || cookies.is_some() {
+        let on_end = ends.reports.on_end(ends.origin, id, p.client, dup);
+        let s = Session {
+            route: p.route,
+            shared: Arc::clone(shared),
+            vip: p.vip,
+            peer: p.client,
+            idle: cfg.idle_timeout,
+            cookies,
         };
-        relay::spawn(client, p.local, cfg.idle_timeout);
+        session::spawn(client, p.local, s, on_end);
         return;
     }
-    let s = Session {
-        route: p.route,
-        shared: Arc::clone(shared),
-        vip: p.vip,
-        peer: p.client,
-        idle: cfg.idle_timeout,
-        cookies,
+    // Passed as a descriptor when the local server takes them (it owns the connection from
+    // then on; the watcher still sees it close); relayed otherwise.
+    let client = match &shared.passer {
+        Some(passer) => match passer.pass(client) {
+            Ok(()) => {
+                counts.passed.fetch_add(1, Ordering::Relaxed);
+                ends.reports.passed(ends.origin, id, p.client, dup);
+                return;
+            }
+            Err(client) => client,
+        },
+        None => client,
     };
-    session::spawn(client, p.local, s);
+    relay::spawn(client, p.local, cfg.idle_timeout, ends.reports.on_end(ends.origin, id, p.client, dup));
 }
 
 /// Drops restored connections whose GO did not come within `timeout` (in repair mode:

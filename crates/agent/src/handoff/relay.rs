@@ -1,7 +1,7 @@
 //! Gives a restored client connection to the local web server: two `splice(2)` pumps
 //! through pipes, so the bytes never enter user space (the kernel moves them from one
 //! socket's buffer to the other's). A pump ends at EOF or error and half-closes the other
-//! side; the connection ends when both have.
+//! side; the relay is over when both have, and then calls the `on_end` it was given.
 
 use rustix::pipe::{pipe, splice, SpliceFlags};
 use std::io;
@@ -14,9 +14,13 @@ const CHUNK: usize = 64 * 1024;
 /// Connects to `local` and relays `client` ⇄ local, on threads of their own: the control
 /// thread that calls this must not wait for the local server's accept (a full listen
 /// backlog costs a SYN retransmission, a second), or the next hand-off's READY would be
-/// late. Logs and closes the client when the local server cannot be reached.
-pub(super) fn spawn(client: TcpStream, local: SocketAddr, idle: Duration) {
-    let started = std::thread::Builder::new().name("relay".into()).spawn(move || relay(client, local, idle));
+/// late. Logs and closes the client when the local server cannot be reached. `on_end` is
+/// called on the relay's thread once the relay is over (both directions, or a failure).
+pub(super) fn spawn(client: TcpStream, local: SocketAddr, idle: Duration, on_end: Box<dyn FnOnce() + Send>) {
+    let started = std::thread::Builder::new().name("relay".into()).spawn(move || {
+        relay(client, local, idle);
+        on_end();
+    });
     if started.is_err() {
         tracing::warn!("cannot start a relay thread; handed-off connection closed");
     }
@@ -48,20 +52,22 @@ pub(super) fn connect(client: &TcpStream, local: SocketAddr, idle: Duration) -> 
     Some(server)
 }
 
-/// Splices client → server here and server → client on a thread of its own.
+/// Splices client → server here and server → client on a thread of its own; returns when
+/// both are over.
 pub(super) fn both_ways(client: &TcpStream, server: &TcpStream) {
     let pair = client.try_clone().and_then(|c| Ok((c, server.try_clone()?)));
     let Ok((client2, server2)) = pair else { return };
     let down = std::thread::Builder::new().name("relay-down".into()).spawn(move || pump(&server2, &client2));
-    if down.is_err() {
+    let Ok(down) = down else {
         tracing::warn!("cannot start a relay thread");
         return;
-    }
+    };
     pump(client, server);
+    let _ = down.join();
 }
 
 /// Moves bytes `from` → `to` until EOF or error, then half-closes `to`.
-pub(super) fn pump(from: &TcpStream, to: &TcpStream) {
+fn pump(from: &TcpStream, to: &TcpStream) {
     if let Err(e) = splice_all(from, to) {
         tracing::debug!(error = %e, "relay direction ended");
     }

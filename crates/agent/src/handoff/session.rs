@@ -45,13 +45,21 @@ pub(super) struct Session {
     pub cookies: Option<Arc<Cookies>>,
 }
 
-/// Connects to `local` and serves `client` on threads of their own.
-pub(super) fn spawn(client: TcpStream, local: SocketAddr, session: Session) {
+/// Connects to `local` and serves `client` on threads of their own; `on_end` is called
+/// once the session is over (both directions, or a failure).
+pub(super) fn spawn(
+    client: TcpStream,
+    local: SocketAddr,
+    session: Session,
+    on_end: Box<dyn FnOnce() + Send>,
+) {
     let started = std::thread::Builder::new().name("session".into()).spawn(move || {
-        let Some(server) = relay::connect(&client, local, session.idle) else { return };
-        if let Err(e) = run(&client, &server, &session) {
-            tracing::debug!(client = %session.peer, error = %e, "session ended");
+        if let Some(server) = relay::connect(&client, local, session.idle) {
+            if let Err(e) = run(&client, &server, &session) {
+                tracing::debug!(client = %session.peer, error = %e, "session ended");
+            }
         }
+        on_end();
     });
     if started.is_err() {
         tracing::warn!("cannot start a session thread; handed-off connection closed");

@@ -82,14 +82,23 @@ pub struct Deployment {
 /// One server host `b1` (10.201.0.11) with `http.server` on 8080 and an agent on 9000, the
 /// switch with one one-way listener on the VIP's port 80.
 pub fn deploy(tag: &str) -> Deployment {
+    deploy_with(tag, |bed, www| start_web(bed, "b1", www), &listener("web", 80, None))
+}
+
+/// [`deploy`] with the web server `web` starts on `b1` (given the site's directory) and
+/// `listeners` (TOML `[[listener]]` tables, see [`listener`]) for the switch.
+pub fn deploy_with(
+    tag: &str,
+    web: impl FnOnce(&Testbed, &std::path::Path) -> Proc,
+    listeners: &str,
+) -> Deployment {
     let bed = Testbed::new(&[("cl", 10), ("sw", 2), ("b1", 11)]);
     let dir = tempdir(tag);
     let body = write_site(&dir);
-    let web = start_web(&bed, "b1", &dir.join("www"));
+    let web = web(&bed, &dir.join("www"));
     let agent = start_agent(&bed, "b1", 11, &dir, &["--local", "127.0.0.1:8080"]);
     let config = format!(
-        "{}[[listener]]\nname = \"web\"\nbind = \"{VIP}:80\"\ndefault_group = \"web\"\nmode = \"one-way\"\n\
-         [[group]]\nname = \"web\"\nservers = [ {} ]\n",
+        "{}{listeners}[[group]]\nname = \"web\"\nservers = [ {} ]\n",
         switch_preamble(),
         server_entry("b1", 11, 8080)
     );
@@ -97,6 +106,75 @@ pub fn deploy(tag: &str) -> Deployment {
     wait_for_web_on(&bed, "b1");
     Deployment { bed, www: dir.join("www"), dir, switch, agent: Some(agent), web, body }
 }
+
+/// A one-way listener on the VIP's `port`, default group `web`, with the rule file `rules`
+/// (relative to the config's directory) if given.
+pub fn listener(name: &str, port: u16, rules: Option<&str>) -> String {
+    let rules = rules.map_or(String::new(), |r| format!("rules = \"{r}\"\n"));
+    format!(
+        "[[listener]]\nname = \"{name}\"\nbind = \"{VIP}:{port}\"\ndefault_group = \"web\"\n\
+         mode = \"one-way\"\n{rules}"
+    )
+}
+
+/// A small threaded HTTP/1.1 server on port 8080 of `host`: GET answers the file of `www`,
+/// POST the SHA-256 (hex) of the body it received; keep-alive until the client closes, or
+/// closed after the answer when the request says `Connection: close`. With `hold`, it
+/// never closes first: a connection stays open 30 s after the client's end (a server that
+/// does not close: its agent's relay is not over).
+pub fn start_py_web(bed: &Testbed, host: &str, www: &std::path::Path, hold: bool) -> Proc {
+    let www = www.to_string_lossy().to_string();
+    let hold = if hold { "hold" } else { "close" };
+    Proc::spawn(bed, host, &["python3", "-c", PY_WEB, &www, hold])
+}
+
+const PY_WEB: &str = "\
+import hashlib, os, socket, sys, threading, time
+www, hold = sys.argv[1], sys.argv[2] == 'hold'
+l = socket.socket()
+l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+l.bind(('0.0.0.0', 8080))
+l.listen(1024)
+def more(c, buf):
+    d = c.recv(262144)
+    if not d:
+        raise EOFError
+    return buf + d
+def serve(c):
+    buf = b''
+    try:
+        while True:
+            while b'\\r\\n\\r\\n' not in buf:
+                buf = more(c, buf)
+            head, buf = buf.split(b'\\r\\n\\r\\n', 1)
+            lines = head.decode('latin-1').split('\\r\\n')
+            method, path = lines[0].split(' ')[:2]
+            n, close = 0, False
+            for line in lines[1:]:
+                k, _, v = line.partition(':')
+                if k.strip().lower() == 'content-length':
+                    n = int(v)
+                if k.strip().lower() == 'connection' and v.strip().lower() == 'close':
+                    close = not hold
+            while len(buf) < n:
+                buf = more(c, buf)
+            body, buf = buf[:n], buf[n:]
+            if method == 'POST':
+                out = hashlib.sha256(body).hexdigest().encode()
+            else:
+                out = open(os.path.join(www, path.lstrip('/')), 'rb').read()
+            c.sendall(b'HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\n\\r\\n' % len(out) + out)
+            if close:
+                break
+    except (EOFError, OSError):
+        pass
+    if hold:
+        time.sleep(30)
+    c.close()
+while True:
+    c, _ = l.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+";
 
 /// Writes `www/big.bin` (`SIZE` bytes, not periodic within a page) and the token file
 /// under `dir`; the body.
@@ -196,6 +274,32 @@ pub fn fetch(bed: &Testbed) -> Vec<u8> {
 pub fn switch_tx_bytes(bed: &Testbed) -> u64 {
     let out = bed.run("sw", &["cat", "/sys/class/net/eth0/statistics/tx_bytes"]);
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// The steering table's `flows` entries of the client (10.201.0.10).
+pub fn steered(bed: &Testbed) -> usize {
+    let out = bed.run("sw", &["nft", "list", "map", "netdev", "cswitch", "flows"]);
+    String::from_utf8_lossy(&out.stdout).matches(&format!("{} . ", ip_of(10))).count()
+}
+
+/// Waits up to `limit` for `ok`; how long it took (panics with `what` past the limit).
+pub fn within(limit: Duration, what: &str, mut ok: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !ok() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    start.elapsed()
+}
+
+/// TCP segments with RST sent by the kernel of `host` (`OutRsts`, /proc/net/snmp).
+pub fn out_rsts(bed: &Testbed, host: &str) -> u64 {
+    let out = bed.run(host, &["cat", "/proc/net/snmp"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut tcp = text.lines().filter(|l| l.starts_with("Tcp:"));
+    let (names, values) = (tcp.next().unwrap(), tcp.next().unwrap());
+    let at = names.split_whitespace().position(|n| n == "OutRsts").unwrap();
+    values.split_whitespace().nth(at).unwrap().parse().unwrap()
 }
 
 /// A counter from the switch's /metrics (0 when absent).

@@ -141,6 +141,14 @@ counters! {
     HandoffTimeout => "handoff_timeout",
     /// One-way fallback: the steering flip failed.
     HandoffFlipFailed => "handoff_flip_failed",
+    /// One-way: steering entries forgotten after the agent reported their connection
+    /// closed (and the client was quiet).
+    SteeringForgotReported => "steering_forgot_reported",
+    /// One-way: steering entries forgotten, unreported, after the client's FIN or RST and
+    /// a quiet time.
+    SteeringForgotEnded => "steering_forgot_ended",
+    /// One-way: steering entries the table's idle timeout (`flow_timeout`) removed.
+    SteeringExpired => "steering_expired",
 }
 
 impl Counter {

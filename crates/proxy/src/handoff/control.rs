@@ -1,6 +1,11 @@
 //! Control connections to agents, per worker (a worker is a thread): opened and
 //! authenticated on first use (HELLO → WELCOME), then reused hand-off after hand-off. A
 //! connection that timed out or broke is dropped, never reused.
+//!
+//! Each connection has a reader task for its whole life, idle or not: an agent reports a
+//! served connection's end ([`Frame::Ended`]) whenever it closes, on whichever connection
+//! from this switch it has, and the report goes to the flow lifecycle (`life`) at once.
+//! Every other frame answers the hand-off in progress on the connection.
 
 use oneway::{Frame, Policy, Reader};
 use std::cell::RefCell;
@@ -9,7 +14,9 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
+use tokio::sync::mpsc::{self, error::TryRecvError, UnboundedReceiver, UnboundedSender};
 
 thread_local! {
     static IDLE: RefCell<HashMap<SocketAddr, Vec<Control>>> = RefCell::new(HashMap::new());
@@ -21,10 +28,11 @@ pub(super) fn next_id() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// An authenticated control connection.
+/// An authenticated control connection: its writing half, and the answers its reader
+/// task passes on.
 pub(super) struct Control {
-    stream: TcpStream,
-    reader: Reader,
+    write: OwnedWriteHalf,
+    answers: UnboundedReceiver<Frame>,
 }
 
 /// An idle connection to `agent`, or a new one (within `timeout`, authenticated, then
@@ -35,7 +43,7 @@ pub(super) async fn take(
     timeout: Duration,
     policies: &[Policy],
 ) -> Option<Control> {
-    while let Some(c) = IDLE.with(|idle| idle.borrow_mut().get_mut(&agent).and_then(Vec::pop)) {
+    while let Some(mut c) = IDLE.with(|idle| idle.borrow_mut().get_mut(&agent).and_then(Vec::pop)) {
         if c.idle_and_open() {
             return Some(c);
         }
@@ -52,7 +60,10 @@ pub(super) async fn take(
         }
     };
     let _ = stream.set_nodelay(true);
-    let mut c = Control { stream, reader: Reader::default() };
+    let (read, write) = stream.into_split();
+    let (tx, answers) = mpsc::unbounded_channel();
+    drop(tokio::task::spawn_local(read_frames(read, tx, agent)));
+    let mut c = Control { write, answers };
     match c.exchange(&Frame::Hello { token: token.as_bytes().to_vec() }, timeout).await {
         Some(Frame::Welcome) => {
             for p in policies {
@@ -72,19 +83,49 @@ pub(super) fn give(agent: SocketAddr, c: Control) {
     IDLE.with(|idle| idle.borrow_mut().entry(agent).or_default().push(c));
 }
 
+/// Reads a connection's frames until it closes, breaks the protocol, or its [`Control`]
+/// is dropped: reports of ended connections go to `life`, the rest to `answers`.
+async fn read_frames(mut read: OwnedReadHalf, answers: UnboundedSender<Frame>, agent: SocketAddr) {
+    let mut reader = Reader::default();
+    let mut buf = [0u8; 4096];
+    loop {
+        loop {
+            match reader.next_frame() {
+                Ok(Some(Frame::Ended { id, client })) => super::life::reported(id, client),
+                Ok(Some(frame)) => {
+                    if answers.send(frame).is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(%agent, error = %e, "agent broke the control protocol; connection dropped");
+                    return;
+                }
+            }
+        }
+        tokio::select! {
+            n = read.read(&mut buf) => match n {
+                Ok(0) | Err(_) => return,
+                Ok(n) => reader.push(&buf[..n]),
+            },
+            () = answers.closed() => return,
+        }
+    }
+}
+
 impl Control {
-    /// Whether an idle connection is still open and silent (an agent that went away has
-    /// closed it; bytes nobody asked for mean it is out of step).
-    fn idle_and_open(&self) -> bool {
-        let mut probe = [0u8; 1];
-        matches!(self.stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    /// Whether an idle connection is still open and in step (an agent that went away has
+    /// closed it; an answer nobody asked for means it is out of step).
+    fn idle_and_open(&mut self) -> bool {
+        matches!(self.answers.try_recv(), Err(TryRecvError::Empty))
     }
 
     /// Sends a frame.
     pub(super) async fn send(&mut self, frame: &Frame) -> std::io::Result<()> {
         let mut out = Vec::with_capacity(256);
         frame.encode(&mut out);
-        self.stream.write_all(&out).await
+        self.write.write_all(&out).await
     }
 
     /// Sends `frame` and waits up to `timeout` for the answer.
@@ -95,20 +136,6 @@ impl Control {
 
     /// The next frame, if it comes within `timeout`.
     pub(super) async fn answer_within(&mut self, timeout: Duration) -> Option<Frame> {
-        tokio::time::timeout(timeout, self.answer()).await.ok().flatten()
-    }
-
-    async fn answer(&mut self) -> Option<Frame> {
-        let mut buf = [0u8; 4096];
-        loop {
-            if let Some(frame) = self.reader.next_frame().ok()? {
-                return Some(frame);
-            }
-            let n = self.stream.read(&mut buf).await.ok()?;
-            if n == 0 {
-                return None;
-            }
-            self.reader.push(&buf[..n]);
-        }
+        tokio::time::timeout(timeout, self.answers.recv()).await.ok().flatten()
     }
 }

@@ -6,16 +6,20 @@
 //! repair mode without a window probe and returns the reason: the caller serves the
 //! request two-way, so a failed hand-off never fails a request.
 //!
-//! - `control`: the per-worker pool of authenticated control connections to agents.
+//! - `control`: the per-worker pool of authenticated control connections to agents, each
+//!   read all its life (agents report ended connections on them unasked).
 //! - `steering`: the per-worker netlink handle on the steering table, and the table's
 //!   installation at start.
 //! - `policy`: the one-way listeners' rules for the agents (sent on each new control
 //!   connection, pushed after reloads).
 //! - `route`: what a hand-off tells the agent about its connection (listener, group,
 //!   connection and cookie persistence).
+//! - `life`: the flows steered now, and the sweep that forgets them when their connections
+//!   are over (the agent's report, or the client's FIN/RST and quiet).
 //! - `timing`: each phase's latency and the switch CPU a hand-off costs (for `/metrics`).
 
 mod control;
+pub mod life;
 pub mod policy;
 pub mod route;
 pub mod steering;
@@ -138,7 +142,7 @@ async fn flip(
     id: u64,
     watch: &mut Stopwatch,
 ) -> Result<(), Counter> {
-    if let Err(e) = steering::with(|s| s.flip(client, ask.target.mac)) {
+    if let Err(e) = life::flip(client, ask.target.mac, id) {
         tracing::warn!(%client, error = %e, "steering flip failed; served two-way");
         let _ = ctl.send(&Frame::Abort { id }).await;
         return Err(Counter::HandoffFlipFailed);
@@ -150,7 +154,7 @@ async fn flip(
         // The channel broke between READY and GO: steer the flow back (the agent drops a
         // restore that gets no GO) and serve it here.
         tracing::warn!(%client, agent = %ask.target.agent, "GO not sent: control connection lost after READY");
-        let _ = steering::with(|s| s.forget(client));
+        let _ = life::unflip(client, id);
         return Err(Counter::HandoffFlipFailed);
     }
     Ok(())

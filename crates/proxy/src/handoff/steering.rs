@@ -14,6 +14,11 @@ thread_local! {
     static HANDLE: RefCell<Option<Steering>> = const { RefCell::new(None) };
 }
 
+/// The installed table's name, if one is.
+pub fn table() -> Option<&'static str> {
+    TABLE.get().map(String::as_str)
+}
+
 /// Runs `op` on this worker's handle (opened on first use).
 pub fn with(op: impl FnOnce(&mut Steering) -> io::Result<()>) -> io::Result<()> {
     let table = TABLE.get().ok_or_else(|| io::Error::other("no steering table installed"))?;

@@ -3,6 +3,12 @@
 //! whose server has an agent is not forwarded — its whole connection is handed to that
 //! agent (`crate::handoff`), which gives it to the server, and the server answers the
 //! client directly. When the hand-off cannot be made the request goes on two-way.
+//!
+//! A request whose body is still arriving moves too: the freeze drops the client's later
+//! segments (it retransmits them to the server after the flip), the dump carries those
+//! already in the socket's receive queue, and the switch sends what it read — the head,
+//! the body moved aside for the rules, the bytes buffered after them — in that order, in
+//! front of that queue. Nothing is read twice or invented.
 
 use crate::floor::stream::ClientStream;
 use crate::handoff;
@@ -16,8 +22,7 @@ impl Txn<'_> {
     pub(super) async fn try_hand_off(&mut self, d: &Decision, index: usize) -> Option<bool> {
         let group = d.group;
         let l = &self.snap.config.listeners[self.listener];
-        // A body still arriving would race the hand-off (spike P2): only whole requests move.
-        if l.mode != config::Mode::OneWay || !self.s.body_complete {
+        if l.mode != config::Mode::OneWay {
             return None;
         }
         let oneway = self.snap.config.oneway.as_ref()?;
@@ -25,7 +30,7 @@ impl Txn<'_> {
         let ClientStream::Plain(tcp) = &self.client.stream else { return None };
         let buf = self.client.buf.as_ref()?;
         // What the client sent and the switch read, in order: the head, the body moved
-        // aside for the rules, and any pipelined bytes after them.
+        // aside for the rules, and whatever followed (more body, or a pipelined request).
         let (bytes, head_len) = (buf.filled(), self.s.req.head_len);
         let mut already_read = Vec::with_capacity(bytes.len() + self.s.held.len());
         already_read.extend_from_slice(&bytes[..head_len]);

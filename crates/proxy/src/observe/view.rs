@@ -31,6 +31,10 @@ pub struct StatusView {
     pub listeners: Vec<ListenerView>,
     /// Every process counter by name (see `Counter`).
     pub counters: BTreeMap<&'static str, u64>,
+    /// One-way: flows steered to servers now (the steering table's live entries); absent
+    /// without a one-way listener.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steering_flows: Option<u64>,
 }
 
 /// One listener.
@@ -227,6 +231,7 @@ pub(crate) fn status(shared: &Shared, addrs: &[(String, std::net::SocketAddr)]) 
         connections: shared.client_conns.load(Ordering::Relaxed) as u64,
         listeners,
         counters: Counter::ALL.iter().map(|c| (c.name(), shared.stats.get(*c))).collect(),
+        steering_flows: crate::handoff::life::live_flows(),
     }
 }
 
