@@ -354,6 +354,8 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
     let agents_help = "Capacity reports from agents, by result";
     let fallback = "cswitch_handoff_fallbacks";
     let fallback_help = "One-way hand-offs not made (the connection was served two-way), by reason";
+    let migrations = "cswitch_handoff_migrations";
+    let migrations_help = "One-way migrate: later requests for another group, by outcome: the connection moved, stayed (same server, no agent, or an answer only the switch gives), or failed to move (served where it was)";
     let forgotten = "cswitch_steering_forgotten";
     let forgotten_help = "One-way flows no longer steered, by why: their agent's report, the client's FIN/RST and quiet, the table's idle timeout";
     Some(match c {
@@ -401,6 +403,9 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
         SteeringForgotReported => (forgotten, forgotten_help, Some(("reason", "agent_report"))),
         SteeringForgotEnded => (forgotten, forgotten_help, Some(("reason", "ended"))),
         SteeringExpired => (forgotten, forgotten_help, Some(("reason", "idle_timeout"))),
+        Migrations => (migrations, migrations_help, Some(("outcome", "moved"))),
+        MigrationsStayed => (migrations, migrations_help, Some(("outcome", "stayed"))),
+        MigrationsFailed => (migrations, migrations_help, Some(("outcome", "failed"))),
         Reloads => ("cswitch_reloads", "Config reloads and admin edits applied", None),
         ReloadsFailed => ("cswitch_reloads_failed", "Config reloads refused", None),
         // The refusals (`Counter::is_refusal`): per listener, in `encode_listeners`.

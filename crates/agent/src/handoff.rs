@@ -26,6 +26,7 @@
 
 mod control;
 mod cookies;
+mod migrate;
 mod pass;
 mod policy;
 mod relay;
@@ -85,6 +86,8 @@ pub struct HandoffCounts {
     pub redirected: AtomicU64,
     /// Connections given to the local server as descriptors (`--pass-fd`).
     pub passed: AtomicU64,
+    /// Connections moved to another server (`connection_persistence = "migrate"`).
+    pub migrated: AtomicU64,
     /// Ends of served connections reported to their switch (ENDED sent).
     pub reported: AtomicU64,
     /// Ends not reported: no control connection from that switch was open.
@@ -100,6 +103,8 @@ pub(crate) struct Shared {
     passer: Option<pass::Passer>,
     /// Where the ends of served connections are reported.
     reports: report::Reports,
+    /// Connections waiting for the switch to move them.
+    migrations: migrate::Migrations,
 }
 
 /// A running hand-off server; dropping it stops accepting (relays finish by themselves).
@@ -121,6 +126,7 @@ impl HandoffServer {
             counts,
             policies: policy::Policies::default(),
             passer: cfg.pass_fd.clone().map(pass::Passer::new),
+            migrations: migrate::Migrations::default(),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let (local, ports) = (cfg.local, format!("{:?}", cfg.local_ports));

@@ -13,7 +13,7 @@ const MODES: &[&str] = &["insert", "prefix", "learn", "rename", "source", "heade
 const HASH_KEYS: &[&str] = &["url", "path", "host", "srcip", "header:Name", "cookie:Name", "arg:name"];
 const CONNECTION_MODES: &[&str] = &["per_request", "close", "redirect"];
 /// On a one-way listener the agent applies them, and `per_request` is not one of them.
-const ONE_WAY_CONNECTION_MODES: &[&str] = &["pin", "close", "redirect"];
+const ONE_WAY_CONNECTION_MODES: &[&str] = &["pin", "close", "redirect", "migrate"];
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// `hash_key` (default `url`).
@@ -194,6 +194,7 @@ pub(crate) fn connection_persistence(t: &Table, sink: &mut Sink, one_way: bool) 
         "close" => ConnectionPersistence::Close,
         "redirect" => ConnectionPersistence::Redirect,
         "pin" => ConnectionPersistence::Pin,
+        "migrate" => ConnectionPersistence::Migrate,
         _ => default,
     };
     if valid.contains(&m.value) {
@@ -202,10 +203,10 @@ pub(crate) fn connection_persistence(t: &Table, sink: &mut Sink, one_way: bool) 
     let (message, hint) = match (m.value, one_way) {
         ("per_request", true) => (
             "a one-way listener's later requests reach the server's agent, not the switch: it cannot route them one by one".to_string(),
-            Some("write connection_persistence = \"pin\", \"close\" or \"redirect\"".to_string()),
+            Some("write connection_persistence = \"migrate\" (the connection follows the rules), \"pin\", \"close\" or \"redirect\"".to_string()),
         ),
-        ("pin", false) => (
-            "`pin` applies to one-way listeners (a two-way listener routes every request)".to_string(),
+        ("pin" | "migrate", false) => (
+            format!("`{}` applies to one-way listeners (a two-way listener routes every request)", m.value),
             Some("write connection_persistence = \"per_request\", or mode = \"one-way\"".to_string()),
         ),
         (other, _) => (

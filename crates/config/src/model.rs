@@ -489,6 +489,9 @@ pub enum ConnectionPersistence {
     /// One-way listeners (their default): the connection stays with the server it was
     /// handed to; its agent relays every later request there.
     Pin,
+    /// One-way listeners: a later request the rules send to another group moves the
+    /// connection to a server of that group, through the switch.
+    Migrate,
 }
 
 /// `[[group]]`

@@ -454,7 +454,9 @@ fn oneway_keys_parse() {
     assert_eq!(c.groups[0].servers[1].handoff, None, "a server without an agent is served two-way");
     use cswitch_config::ConnectionPersistence as P;
     assert_eq!(c.listeners[0].connection_persistence, P::Pin, "a one-way listener pins by default");
-    for (written, want) in [("close", P::Close), ("redirect", P::Redirect), ("pin", P::Pin)] {
+    for (written, want) in
+        [("close", P::Close), ("redirect", P::Redirect), ("pin", P::Pin), ("migrate", P::Migrate)]
+    {
         let text = ONEWAY
             .replace("mode = 'one-way'", &format!("mode = 'one-way'\nconnection_persistence = '{written}'"));
         assert_eq!(parse(&text, Path::new("c.toml")).unwrap().listeners[0].connection_persistence, want);
@@ -472,13 +474,16 @@ fn connection_persistence_follows_the_listeners_mode() {
         "{}",
         d.message
     );
-    assert_eq!(hint(&d), "write connection_persistence = \"pin\", \"close\" or \"redirect\"");
+    assert_eq!(
+        hint(&d),
+        "write connection_persistence = \"migrate\" (the connection follows the rules), \"pin\", \"close\" or \"redirect\""
+    );
     // pin is one-way's.
     let d = one(&ONEWAY.replace("mode = 'one-way'", "connection_persistence = 'pin'"));
     assert_eq!(d.message, "`pin` applies to one-way listeners (a two-way listener routes every request)");
     // A typo: suggested from the listener's own modes.
     let d = one(&ONEWAY.replace("mode = 'one-way'", "mode = 'one-way'\nconnection_persistence = 'pinn'"));
-    assert_eq!(d.message, "unknown connection_persistence `pinn`; valid: pin, close, redirect");
+    assert_eq!(d.message, "unknown connection_persistence `pinn`; valid: pin, close, redirect, migrate");
     assert_eq!(hint(&d), "did you mean `pin`?");
 }
 

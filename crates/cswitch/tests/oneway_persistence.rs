@@ -9,6 +9,9 @@
 //! - `close`: b1 closed the connection after the first answer (the agent sent the request
 //!   with `Connection: close`); the new connection goes to b2.
 //!
+//! - `migrate`: the connection itself moves to b2 (through the switch: freeze, dump at b1,
+//!   restore at b2, flip), which answers on the same client connection; and back to b1.
+//!
 //! And a rule reload while a connection is handed off: its agent judges the next request
 //! on it with the new rules.
 //!
@@ -166,4 +169,48 @@ fn a_rule_reload_reaches_connections_already_handed_off() {
     std::fs::write(&go, "").unwrap();
     client.wait_for("again 302 /page.txt");
     client.wait_for("new 200 page from b2");
+}
+
+/// Three requests on one connection, printing each answer and the connection's local port
+/// (the same port throughout: never reconnected).
+const MIGRATING_CLIENT: &str = r#"
+import http.client, sys
+c = http.client.HTTPConnection(sys.argv[1], 80, timeout=10)
+for path in ["/page.txt", "/api/x", "/page.txt"]:
+    c.request("GET", path)
+    r = c.getresponse()
+    print(r.status, r.read().decode(), c.sock.getsockname()[1])
+"#;
+
+#[test]
+fn migrate_moves_the_connection_to_the_server_the_rules_choose() {
+    if !netns::available() {
+        return;
+    }
+    let d = deploy("oneway-migrate", "migrate");
+    let out = d.bed.run("cl", &["python3", "-c", MIGRATING_CLIENT, VIP]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let port = lines[0].rsplit(' ').next().unwrap();
+    let answers: Vec<String> = lines.iter().map(|l| l.rsplit_once(' ').unwrap().0.to_string()).collect();
+    assert_eq!(answers, ["200 page from b1", "200 api from b2", "200 page from b1"], "{text}");
+    assert!(lines.iter().all(|l| l.ends_with(&format!(" {port}"))), "one client connection: {text}");
+    assert_eq!(metric(&d.bed, "cswitch_handoffs_total"), 1, "handed off once, by the switch");
+    assert_eq!(metric(&d.bed, "cswitch_handoff_migrations_total{outcome=\"moved\"}"), 2, "to b2 and back");
+}
+
+#[test]
+fn a_migration_that_cannot_be_made_leaves_the_request_with_its_server() {
+    if !netns::available() {
+        return;
+    }
+    let mut d = deploy("oneway-migrate-fail", "migrate");
+    // b2's agent is gone: the switch cannot move the connection there, so b1 answers.
+    drop(d.procs.remove(3));
+    let out = d.bed.run("cl", &["python3", "-c", MIGRATING_CLIENT, VIP]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let answers: Vec<&str> = text.lines().map(|l| l.rsplit_once(' ').unwrap().0).collect();
+    assert_eq!(answers, ["200 page from b1", "200 api from b1", "200 page from b1"], "{text}");
+    assert_eq!(metric(&d.bed, "cswitch_handoff_migrations_total{outcome=\"failed\"}"), 1);
 }

@@ -1,7 +1,7 @@
 //! The control channel between a switch and a server's agent, sans-io: frames and an
 //! incremental reader. A frame is `len: u32 LE` (of what follows), a kind byte, then the
 //! kind's fields in a fixed order (integers little-endian, addresses as family, IP, port;
-//! a [`TcpState`] in its own encoding). Written by hand: nine small frames, and the agent
+//! a [`TcpState`] in its own encoding). Written by hand: thirteen small frames, and the agent
 //! must refuse malformed input precisely, which a serialisation crate would not make
 //! simpler (ADR 0008).
 //!
@@ -15,6 +15,12 @@
 //!
 //! Each hand-off carries its [`Route`]; the switch sends each one-way listener's [`Policy`]
 //! (its rules) after `Welcome` and again after every reload (`policy`).
+//!
+//! Moving a served connection to another server (`migrate`): the agent sends
+//! [`Frame::Migrate`] with the request it holds; the switch freezes the flow and asks
+//! [`Frame::Dump`] (→ [`Frame::Dumped`] or `Failed`), hands the state to the new server's
+//! agent as a `Handoff`, flips, and tells the old agent `Abort` (moved: drop it silently) —
+//! or `Go` (not moved: serve the request yourself) when any step fails or the request stays.
 
 mod policy;
 
@@ -91,6 +97,34 @@ pub enum Frame {
         /// The client's end (the steering entry's key).
         client: SocketAddr,
     },
+    /// Agent → switch, unasked (`connection_persistence = "migrate"`): the next request on
+    /// hand-off `id`'s connection belongs to another group; every earlier answer has
+    /// reached the client. The switch routes `request` and moves the connection: `Dump`,
+    /// then `Abort` (moved: drop it silently) or `Go` (not moved: serve it yourself).
+    Migrate {
+        /// The hand-off whose connection it is.
+        id: u64,
+        /// The local end (the VIP and port the client connected to).
+        vip: SocketAddr,
+        /// The client's end.
+        client: SocketAddr,
+        /// What the agent read of the request and did not forward (its head, and what came
+        /// of its body).
+        request: Vec<u8>,
+    },
+    /// Switch → agent: the flow of hand-off `id` is frozen; dump its connection.
+    Dump {
+        /// The hand-off.
+        id: u64,
+    },
+    /// Agent → switch: the connection of hand-off `id`, dumped (in repair mode until `Go`
+    /// or `Abort`).
+    Dumped {
+        /// The hand-off.
+        id: u64,
+        /// The dumped state.
+        state: TcpState,
+    },
 }
 
 /// Why bytes are not a frame.
@@ -120,6 +154,9 @@ const GO: u8 = 7;
 const ABORT: u8 = 8;
 const POLICY: u8 = 9;
 const ENDED: u8 = 10;
+const MIGRATE: u8 = 11;
+const DUMP: u8 = 12;
+const DUMPED: u8 = 13;
 
 impl Frame {
     /// Appends the frame to `out`.
@@ -156,6 +193,17 @@ impl Frame {
             Frame::Ended { id, client } => {
                 put_id(out, ENDED, *id);
                 put_addr(out, client);
+            }
+            Frame::Migrate { id, vip, client, request } => {
+                put_id(out, MIGRATE, *id);
+                put_addr(out, vip);
+                put_addr(out, client);
+                out.extend_from_slice(request);
+            }
+            Frame::Dump { id } => put_id(out, DUMP, *id),
+            Frame::Dumped { id, state } => {
+                put_id(out, DUMPED, *id);
+                state.encode(out);
             }
         }
         let len = len32(&out[start + 4..]);
@@ -196,9 +244,23 @@ impl Frame {
                     _ => return Err(WireError::Malformed("ended")),
                 }
             }
+            MIGRATE => decode_migrate(rest)?,
+            DUMP => Frame::Dump { id: only_id(rest, "dump")? },
+            DUMPED => {
+                let (v, n) = id(rest, "dumped")?;
+                Frame::Dumped { id: v, state: TcpState::decode(&rest[n..])? }
+            }
             other => return Err(WireError::Kind(other)),
         })
     }
+}
+
+fn decode_migrate(b: &[u8]) -> Result<Frame, WireError> {
+    let mut c = Cursor::new(b, "migrate");
+    let id = c.u64()?;
+    let vip = addr(&mut c)?;
+    let client = addr(&mut c)?;
+    Ok(Frame::Migrate { id, vip, client, request: c.rest().to_vec() })
 }
 
 fn decode_handoff(b: &[u8]) -> Result<Frame, WireError> {
@@ -368,6 +430,14 @@ mod tests {
                 rules: "R1: if (match(url, \"^/api\")) { routeTo(api, NONSTICKY); }\n".into(),
             }),
             Frame::Ended { id: 7, client: "10.0.0.10:40000".parse().unwrap() },
+            Frame::Migrate {
+                id: 7,
+                vip: "10.0.0.100:80".parse().unwrap(),
+                client: "10.0.0.10:40000".parse().unwrap(),
+                request: b"GET /api HTTP/1.1\r\n\r\n".to_vec(),
+            },
+            Frame::Dump { id: 7 },
+            Frame::Dumped { id: 7, state: state() },
         ]
     }
 

@@ -176,11 +176,18 @@ fn handle(
             }
         }
         Frame::Go { id } => {
-            if let Some(p) = pending.remove(&id) {
-                go(p, id, cfg, shared, ends);
+            match pending.remove(&id) {
+                Some(p) => go(p, id, cfg, shared, ends),
+                None => {
+                    shared.migrations.answer(id, false);
+                }
             }
             Ok(())
         }
+        Frame::Dump { id } => match shared.migrations.dump(id) {
+            Some(answer) => send(conn, &answer),
+            None => send(conn, &Frame::Failed { id, reason: "no such connection".into() }),
+        },
         Frame::Policy(policy) => {
             shared.policies.set(policy);
             Ok(())
@@ -188,6 +195,8 @@ fn handle(
         Frame::Abort { id } => {
             if pending.remove(&id).is_some() {
                 counts.aborted.fetch_add(1, Ordering::Relaxed);
+            } else {
+                shared.migrations.answer(id, true);
             }
             Ok(())
         }
@@ -220,6 +229,8 @@ fn go(p: Pending, id: u64, cfg: &HandoffConfig, shared: &Arc<Shared>, ends: &End
     if p.route.persistence != Persistence::Pin || cookies.is_some() {
         let on_end = ends.reports.on_end(ends.origin, id, p.client, dup);
         let s = Session {
+            id,
+            origin: ends.origin,
             route: p.route,
             shared: Arc::clone(shared),
             vip: p.vip,

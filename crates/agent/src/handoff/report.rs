@@ -120,6 +120,16 @@ impl Reports {
 }
 
 impl Reports {
+    /// Sends `frame` (a request of the agent's own, such as `Migrate`) on the control
+    /// connection `origin`, else another from the same switch; false when none is open.
+    pub(super) fn send(&self, origin: Origin, frame: Frame) -> bool {
+        let by_switch = lock(&self.routes);
+        let conns = by_switch.get(&origin.switch).map_or(&[][..], Vec::as_slice);
+        let first = conns.iter().filter(|(c, _)| *c == origin.conn);
+        let mut all = first.chain(conns.iter().filter(|(c, _)| *c != origin.conn));
+        all.any(|(_, tx)| tx.send(frame.clone()).is_ok())
+    }
+
     /// Sends a report taken from a connection that closed to another connection from
     /// `switch`, if there is one.
     pub(super) fn reroute(&self, switch: IpAddr, frame: Frame, counts: &HandoffCounts) {

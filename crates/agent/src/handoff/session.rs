@@ -11,6 +11,8 @@
 //!   another group is answered — once every earlier answer has reached the client — with a
 //!   redirect to its own URL and `Connection: close` (302; 307 for a request with a body or
 //!   a method other than GET/HEAD, so it is repeated as sent).
+//! - `migrate`: such a request moves the connection, through the switch, to a server of
+//!   that group (`migrate`); when it cannot move, it is served here.
 //! - cookies (`cookies`): requests get their cookies as the server expects them, answers
 //!   the cookie that brings the client back here.
 //!
@@ -21,10 +23,13 @@ mod head;
 mod responses;
 
 use super::cookies::{Cookies, Seen};
+use super::migrate::Outcome;
 use super::policy::Verdict;
+use super::report::Origin;
 use super::{relay, Shared};
 use head::Field;
 use http1::{BodyKind, BodyScanner, HeadLimits, Parse, RequestHead};
+use oneway::Frame;
 use oneway::{Persistence, Route};
 use responses::Track;
 use std::io::{self, Read, Write};
@@ -33,8 +38,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long a session waits for the switch to move its connection before it serves the
+/// request itself (an undumped connection) or lets it go (a dumped one).
+const MIGRATE_WAIT: Duration = Duration::from_secs(5);
+
 /// What a session needs besides its sockets.
 pub(super) struct Session {
+    /// The hand-off, and the control connection it came on (`Migrate` goes there).
+    pub id: u64,
+    pub origin: Origin,
     pub route: Route,
     /// The rules (`policy`) and the counters.
     pub shared: Arc<Shared>,
@@ -54,19 +66,25 @@ pub(super) fn spawn(
     on_end: Box<dyn FnOnce() + Send>,
 ) {
     let started = std::thread::Builder::new().name("session".into()).spawn(move || {
+        let mut migrated = false;
         if let Some(server) = relay::connect(&client, local, session.idle) {
-            if let Err(e) = run(&client, &server, &session) {
-                tracing::debug!(client = %session.peer, error = %e, "session ended");
+            match run(&client, &server, &session) {
+                Ok(moved) => migrated = moved,
+                Err(e) => tracing::debug!(client = %session.peer, error = %e, "session ended"),
             }
         }
-        on_end();
+        // A connection moved to another server is that server's to report.
+        if !migrated {
+            on_end();
+        }
     });
     if started.is_err() {
         tracing::warn!("cannot start a session thread; handed-off connection closed");
     }
 }
 
-fn run(client: &TcpStream, server: &TcpStream, s: &Session) -> io::Result<()> {
+/// True when the connection moved to another server.
+fn run(client: &TcpStream, server: &TcpStream, s: &Session) -> io::Result<bool> {
     let track = Arc::new(Track::default());
     let down = {
         let (client, server, track) = (client.try_clone()?, server.try_clone()?, Arc::clone(&track));
@@ -77,18 +95,19 @@ fn run(client: &TcpStream, server: &TcpStream, s: &Session) -> io::Result<()> {
             .spawn(move || responses::run(&server, &client, &track, &edits))?
     };
     let result = forward_requests(client, server, s, &track);
-    if !matches!(result, Ok(Next::Redirected)) {
+    if matches!(result, Ok(Next::Closed) | Err(_)) {
         // The client left, broke HTTP, or the connection closes after this answer: the
         // server is told; answers in flight finish.
         let _ = server.shutdown(Shutdown::Write);
     }
     let _ = down.join();
-    result.map(|_| ())
+    result.map(|next| matches!(next, Next::Migrated))
 }
 
 enum Next {
     Closed,
     Redirected,
+    Migrated,
 }
 
 fn forward_requests(
@@ -106,10 +125,15 @@ fn forward_requests(
         if !read_head(client, &mut buf, &mut req)? {
             return Ok(Next::Closed);
         }
-        let judged = !first && s.route.persistence == Persistence::Redirect;
+        let judged = !first && matches!(s.route.persistence, Persistence::Redirect | Persistence::Migrate);
         if judged && s.shared.policies.verdict(&s.route, &buf, s.peer, s.vip) == Verdict::Elsewhere {
-            redirect(client, server, &buf, &req, track, s)?;
-            return Ok(Next::Redirected);
+            if s.route.persistence == Persistence::Redirect {
+                redirect(client, server, &buf, &req, track, s)?;
+                return Ok(Next::Redirected);
+            }
+            if migrate(client, server, &buf, track, s)? == Outcome::Moved {
+                return Ok(Next::Migrated);
+            }
         }
         first = false;
         let seen = edited_head(&buf, &req, close, s.cookies.as_deref(), &mut out);
@@ -249,6 +273,38 @@ fn redirect(
     let _ = client.shutdown(Shutdown::Write);
     drain(client);
     Ok(())
+}
+
+/// Asks the switch to move the connection, once every earlier answer has reached the
+/// client; `buf` holds what was read of the request. `Stays`: serve it here.
+fn migrate(
+    client: &TcpStream,
+    server: &TcpStream,
+    buf: &[u8],
+    track: &Track,
+    s: &Session,
+) -> io::Result<Outcome> {
+    if !track.stop_when_answered(s.idle) {
+        return Err(io::Error::other("earlier answers did not finish in time"));
+    }
+    let migrations = &s.shared.migrations;
+    let outcome = migrations.ask(s.id, client.try_clone()?);
+    let ask = Frame::Migrate { id: s.id, vip: s.vip, client: s.peer, request: buf.to_vec() };
+    let result =
+        if s.shared.reports.send(s.origin, ask) { outcome.recv_timeout(MIGRATE_WAIT).ok() } else { None };
+    let result = result.unwrap_or_else(|| match migrations.give_up(s.id) {
+        true => Outcome::Stays,
+        // Dumped and never answered: the switch may have moved it; it is not ours to touch.
+        false => Outcome::Moved,
+    });
+    if result == Outcome::Moved {
+        s.shared.counts.migrated.fetch_add(1, Ordering::Relaxed);
+        // The old server's side ends; the answers side stops without a word to the client.
+        let _ = server.shutdown(Shutdown::Both);
+    } else {
+        track.resume();
+    }
+    Ok(result)
 }
 
 /// Reads what the client still sends (a body nobody will read) until it closes, so the

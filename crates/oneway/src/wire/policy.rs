@@ -17,6 +17,9 @@ pub enum Persistence {
     /// A later request the rules send to another group is answered with a redirect to
     /// itself and `Connection: close`; the client's new connection is routed by the switch.
     Redirect,
+    /// A later request the rules send to another group moves the connection, through the
+    /// switch, to a server of that group (seed 001's switch-back, generalised).
+    Migrate,
 }
 
 /// Where a hand-off was routed, and how its later requests are treated.
@@ -109,6 +112,7 @@ impl Persistence {
             Persistence::Pin => 0,
             Persistence::Close => 1,
             Persistence::Redirect => 2,
+            Persistence::Migrate => 3,
         }
     }
 
@@ -117,6 +121,7 @@ impl Persistence {
             0 => Persistence::Pin,
             1 => Persistence::Close,
             2 => Persistence::Redirect,
+            3 => Persistence::Migrate,
             _ => return None,
         })
     }

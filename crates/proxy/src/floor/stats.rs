@@ -149,6 +149,16 @@ counters! {
     SteeringForgotEnded => "steering_forgot_ended",
     /// One-way: steering entries the table's idle timeout (`flow_timeout`) removed.
     SteeringExpired => "steering_expired",
+    /// One-way `migrate`: connections moved to a server of another group at a request
+    /// boundary.
+    Migrations => "migrations",
+    /// One-way `migrate`: an agent asked, and the request stayed where it was (the switch
+    /// routes it to the same server or host, to a server without an agent, or only the
+    /// switch would answer it).
+    MigrationsStayed => "migrations_stayed",
+    /// One-way `migrate`: a move that failed (freeze, dump, the new agent's restore, the
+    /// flip); the old server serves the request.
+    MigrationsFailed => "migrations_failed",
 }
 
 impl Counter {

@@ -16,10 +16,13 @@
 //!   connection and cookie persistence).
 //! - `life`: the flows steered now, and the sweep that forgets them when their connections
 //!   are over (the agent's report, or the client's FIN/RST and quiet).
+//! - `migrate`: moving a served connection to another server at a request boundary, when
+//!   its agent asks (`connection_persistence = "migrate"`).
 //! - `timing`: each phase's latency and the switch CPU a hand-off costs (for `/metrics`).
 
 mod control;
 pub mod life;
+pub mod migrate;
 pub mod policy;
 pub mod route;
 pub mod steering;

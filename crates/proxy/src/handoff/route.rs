@@ -33,11 +33,12 @@ pub fn opaque(snap: &Snapshot, listener: usize, group: usize) -> Route {
 }
 
 /// The listener's connection persistence as its agents apply it (a one-way listener's
-/// config holds pin, close or redirect).
+/// config holds pin, close, redirect or migrate).
 fn persistence(p: ConnectionPersistence) -> Persistence {
     match p {
         ConnectionPersistence::Close => Persistence::Close,
         ConnectionPersistence::Redirect => Persistence::Redirect,
+        ConnectionPersistence::Migrate => Persistence::Migrate,
         ConnectionPersistence::Pin | ConnectionPersistence::PerRequest => Persistence::Pin,
     }
 }

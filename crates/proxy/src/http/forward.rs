@@ -162,9 +162,11 @@ impl<'a> Txn<'a> {
             return None;
         }
         match self.snap.listeners[self.listener].connection_persistence {
-            // `pin` is a one-way listener's, whose agent keeps the server; a request served
-            // here (its hand-off fell back) is routed as it comes.
-            ConnectionPersistence::PerRequest | ConnectionPersistence::Pin => None,
+            // `pin` and `migrate` are one-way listeners', whose agents keep the server; a
+            // request served here (its hand-off fell back) is routed as it comes.
+            ConnectionPersistence::PerRequest
+            | ConnectionPersistence::Pin
+            | ConnectionPersistence::Migrate => None,
             ConnectionPersistence::Close => {
                 self.worker.shared.stats.inc(Counter::ServerChangeCloses);
                 self.s.close_after = true;

@@ -62,6 +62,11 @@ impl Track {
         true
     }
 
+    /// Answers are passed on again (a migration that did not happen).
+    pub(super) fn resume(&self) {
+        self.lock().stop = false;
+    }
+
     /// The oldest request waiting for its answer.
     fn front(&self) -> (bool, Seen) {
         self.lock().pending.front().cloned().unwrap_or_default()
