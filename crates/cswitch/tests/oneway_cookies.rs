@@ -1,6 +1,7 @@
 //! Cookie persistence on one-way connections (issue 12 part 6; seed 001 §IV), through the
 //! binaries in network namespaces: the answers never pass the switch, so the server host's
-//! agent sets or rewrites the cookie; the switch reads it on the client's next connections
+//! agent sets or rewrites the cookie — or, under `learn`, reports the session cookie the
+//! server set to the switch's table; the switch reads it on the client's next connections
 //! and sends them back to the same server, which sees its cookies as it set them. Two
 //! server hosts (`b1`, `b2`) in one round-robin group, each running a small HTTP/1.1 app
 //! that names itself, echoes the Cookie field it received, and sets a session cookie
@@ -125,5 +126,24 @@ fn rename_carries_the_server_in_the_session_cookies_name() {
     let again = requests(&d.bed, &[renamed.as_str(); 4]);
     for line in &again {
         assert!(line.starts_with(&format!("{server} saw PHPSESSID=sess-{server}")), "{again:?}");
+    }
+}
+
+#[test]
+fn learn_reports_the_servers_session_cookie_to_the_switchs_table() {
+    if !netns::available() {
+        return;
+    }
+    let d = deploy("oneway-learn", "{ mode = \"learn\", cookie = \"PHPSESSID\" }");
+    let first = requests(&d.bed, &["-"]);
+    let server = if first[0].starts_with("b1") { "b1" } else { "b2" };
+    // The client gets the cookie as the server set it (nothing rewritten) …
+    assert!(first[0].ends_with(&format!("| PHPSESSID=sess-{server}; Path=/")), "{first:?}");
+    // … and the agent reported it (on its control thread's next round, ≤ 100 ms).
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let cookie = format!("PHPSESSID=sess-{server}");
+    let again = requests(&d.bed, &[cookie.as_str(); 4]);
+    for line in &again {
+        assert!(line.starts_with(&format!("{server} saw {cookie}")), "{again:?}");
     }
 }

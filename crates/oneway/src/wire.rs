@@ -1,7 +1,7 @@
 //! The control channel between a switch and a server's agent, sans-io: frames and an
 //! incremental reader. A frame is `len: u32 LE` (of what follows), a kind byte, then the
 //! kind's fields in a fixed order (integers little-endian, addresses as family, IP, port;
-//! a [`TcpState`] in its own encoding). Written by hand: thirteen small frames, and the agent
+//! a [`TcpState`] in its own encoding). Written by hand: fourteen small frames, and the agent
 //! must refuse malformed input precisely, which a serialisation crate would not make
 //! simpler (ADR 0008).
 //!
@@ -125,6 +125,16 @@ pub enum Frame {
         /// The dumped state.
         state: TcpState,
     },
+    /// Agent → switch, unasked (cookie persistence `learn`): server `tag` of `group` set
+    /// this session cookie; the switch's table sends the cookie's next connections there.
+    Learned {
+        /// The group the server is in.
+        group: String,
+        /// The server's cookie tag (unique in its group).
+        tag: String,
+        /// The Set-Cookie field's value as the server sent it.
+        set_cookie: Vec<u8>,
+    },
 }
 
 /// Why bytes are not a frame.
@@ -157,6 +167,7 @@ const ENDED: u8 = 10;
 const MIGRATE: u8 = 11;
 const DUMP: u8 = 12;
 const DUMPED: u8 = 13;
+const LEARNED: u8 = 14;
 
 impl Frame {
     /// Appends the frame to `out`.
@@ -205,6 +216,12 @@ impl Frame {
                 put_id(out, DUMPED, *id);
                 state.encode(out);
             }
+            Frame::Learned { group, tag, set_cookie } => {
+                out.push(LEARNED);
+                policy::put_str(out, group);
+                policy::put_str(out, tag);
+                out.extend_from_slice(set_cookie);
+            }
         }
         let len = len32(&out[start + 4..]);
         out[start..start + 4].copy_from_slice(&len.to_le_bytes());
@@ -245,6 +262,11 @@ impl Frame {
                 }
             }
             MIGRATE => decode_migrate(rest)?,
+            LEARNED => {
+                let mut c = Cursor::new(rest, "learned");
+                let (group, tag) = (c.string()?, c.string()?);
+                Frame::Learned { group, tag, set_cookie: c.rest().to_vec() }
+            }
             DUMP => Frame::Dump { id: only_id(rest, "dump")? },
             DUMPED => {
                 let (v, n) = id(rest, "dumped")?;
@@ -438,6 +460,11 @@ mod tests {
             },
             Frame::Dump { id: 7 },
             Frame::Dumped { id: 7, state: state() },
+            Frame::Learned {
+                group: "web".into(),
+                tag: "b1".into(),
+                set_cookie: b"JSESSIONID=abc; Path=/".to_vec(),
+            },
         ]
     }
 

@@ -28,7 +28,7 @@ pub fn run(shared: Arc<Shared>, listeners: Vec<std::net::TcpListener>, log: Arc<
     local.block_on(&rt, async move {
         access_log::install(log);
         let worker = Rc::new(Worker::new(shared));
-        crate::handoff::migrate::set_worker(&worker);
+        crate::handoff::worker::set(&worker);
         for (index, l) in listeners.into_iter().enumerate() {
             match TcpListener::from_std(l) {
                 Ok(l) => {

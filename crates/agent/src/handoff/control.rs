@@ -225,7 +225,10 @@ fn go(p: Pending, id: u64, cfg: &HandoffConfig, shared: &Arc<Shared>, ends: &End
         tracing::warn!("no descriptor to watch the connection with; handed-off connection closed");
         return;
     };
-    let cookies = p.route.cookie.as_ref().and_then(Cookies::new).map(Arc::new);
+    let cookies = p.route.cookie.as_ref().and_then(Cookies::new).map(|c| match c.learns() {
+        true => Arc::new(c.reporting(learned_report(shared, ends.origin, &p.route))),
+        false => Arc::new(c),
+    });
     if p.route.persistence != Persistence::Pin || cookies.is_some() {
         let on_end = ends.reports.on_end(ends.origin, id, p.client, dup);
         let s = Session {
@@ -255,6 +258,21 @@ fn go(p: Pending, id: u64, cfg: &HandoffConfig, shared: &Arc<Shared>, ends: &End
         None => client,
     };
     relay::spawn(client, p.local, cfg.idle_timeout, ends.reports.on_end(ends.origin, id, p.client, dup));
+}
+
+/// Where `learn` sends a session cookie the server set: to the switch that handed the
+/// connection off, as `Learned`.
+fn learned_report(shared: &Arc<Shared>, origin: Origin, route: &Route) -> super::cookies::Report {
+    let shared = Arc::clone(shared);
+    let group = route.group.clone();
+    let tag = route.cookie.as_ref().map(|c| c.tag.clone()).unwrap_or_default();
+    Box::new(move |set_cookie: &[u8]| {
+        let frame =
+            Frame::Learned { group: group.clone(), tag: tag.clone(), set_cookie: set_cookie.to_vec() };
+        if !shared.reports.send(origin, frame) {
+            tracing::debug!("learned cookie not reported: no control connection from the switch");
+        }
+    })
 }
 
 /// Drops restored connections whose GO did not come within `timeout` (in repair mode:

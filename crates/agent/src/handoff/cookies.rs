@@ -10,12 +10,18 @@
 //!   way out and loses it on the way in.
 //! - `rename`: the application's session cookie's name is rewritten (same length) to carry
 //!   this server's code on the way out, and given back on the way in.
+//! - `learn`: each session cookie the server sets is reported to the switch (`Learned`),
+//!   whose table then sends the client's next connections carrying it here.
 
 use balance::persist::{
-    rename_code, InsertMode, InsertOptions, PrefixMode, RenameMode, DEFAULT_CLASS, DEFAULT_KEYWORD,
+    parse_set_cookie, rename_code, InsertMode, InsertOptions, PrefixMode, RenameMode, DEFAULT_CLASS,
+    DEFAULT_KEYWORD,
 };
 use oneway::{CookieMode, CookieRule};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Where `learn` reports a session cookie the server set (the Set-Cookie value).
+pub(super) type Report = Box<dyn Fn(&[u8]) + Send + Sync>;
 
 /// One connection's cookie persistence, for the server it was handed to.
 pub(super) struct Cookies {
@@ -23,12 +29,16 @@ pub(super) struct Cookies {
     tag: String,
     /// `rename`'s code for this server.
     code: Option<[u8; 3]>,
+    /// `learn`'s reports.
+    report: Option<Report>,
 }
 
 enum Mode {
     Insert(InsertMode),
     Prefix(PrefixMode),
     Rename(RenameMode),
+    /// The session cookie's name.
+    Learn(Vec<u8>),
 }
 
 /// What a request carried that its answer depends on (`insert`: the cookie's dates).
@@ -56,6 +66,7 @@ impl Cookies {
                 }))
             }
             CookieMode::Prefix => Mode::Prefix(PrefixMode::new(&rule.name)),
+            CookieMode::Learn => Mode::Learn(rule.name.as_bytes().to_vec()),
             CookieMode::Rename => match RenameMode::new(&rule.name, DEFAULT_KEYWORD) {
                 Some(m) => Mode::Rename(m),
                 None => {
@@ -64,7 +75,23 @@ impl Cookies {
                 }
             },
         };
-        Some(Cookies { mode, tag: rule.tag.clone(), code: rename_code(usize::from(rule.index)) })
+        Some(Cookies {
+            mode,
+            tag: rule.tag.clone(),
+            code: rename_code(usize::from(rule.index)),
+            report: None,
+        })
+    }
+
+    /// Whether it reports learned cookies (then give it [`Cookies::reporting`]).
+    pub(super) fn learns(&self) -> bool {
+        matches!(self.mode, Mode::Learn(_))
+    }
+
+    /// `learn` reports the session cookies it sees to `report`.
+    pub(super) fn reporting(mut self, report: Report) -> Cookies {
+        self.report = Some(report);
+        self
     }
 
     /// The request's joined Cookie fields: what it carried for the answer, and in `out`
@@ -84,6 +111,7 @@ impl Cookies {
                 out.extend_from_slice(cookies);
                 m.restore_all(out) > 0
             }
+            Mode::Learn(_) => false,
         }
     }
 
@@ -97,6 +125,13 @@ impl Cookies {
                 let Some(code) = self.code else { return false };
                 out.extend_from_slice(value);
                 m.rewrite_set_cookie(out, DEFAULT_CLASS, code)
+            }
+            Mode::Learn(name) => {
+                let ours = parse_set_cookie(value).is_some_and(|c| c.name == name.as_slice());
+                if let (true, Some(report)) = (ours, &self.report) {
+                    report(value);
+                }
+                false
             }
         }
     }
@@ -176,6 +211,20 @@ mod tests {
         let mut seen = Seen::default();
         assert!(c.on_request(cookie.as_bytes(), &mut seen, &mut out));
         assert_eq!(out, b"PHPSESSID=abc");
+    }
+
+    #[test]
+    fn learn_reports_the_session_cookie_and_changes_nothing() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = std::sync::Arc::clone(&seen);
+        let c = Cookies::new(&rule(CookieMode::Learn, "JSESSIONID"))
+            .unwrap()
+            .reporting(Box::new(move |v| sink.lock().unwrap().push(v.to_vec())));
+        let mut out = Vec::new();
+        assert!(!c.on_set_cookie(b"JSESSIONID=abc; Path=/", &mut out), "the answer goes as sent");
+        assert!(!c.on_set_cookie(b"lang=en", &mut out));
+        assert!(!c.on_request(b"JSESSIONID=abc", &mut Seen::default(), &mut out));
+        assert_eq!(*seen.lock().unwrap(), vec![b"JSESSIONID=abc; Path=/".to_vec()]);
     }
 
     #[test]

@@ -60,6 +60,9 @@ pub enum CookieMode {
     Prefix,
     /// The application's cookie name is rewritten (same length) to carry the server.
     Rename,
+    /// The session cookie the server sets is reported to the switch, whose table sends the
+    /// client's next connections carrying it to this server.
+    Learn,
 }
 
 /// `insert`'s options (as `config::InsertCookie`; durations in seconds, 0 for none).
@@ -155,6 +158,7 @@ impl CookieRule {
             CookieMode::Insert(_) => 1,
             CookieMode::Prefix => 2,
             CookieMode::Rename => 3,
+            CookieMode::Learn => 4,
         });
         put_str(out, &self.name);
         put_str(out, &self.tag);
@@ -190,6 +194,7 @@ impl CookieRule {
             }),
             2 => CookieMode::Prefix,
             3 => CookieMode::Rename,
+            4 => CookieMode::Learn,
             _ => return Err(c.bad()),
         };
         Ok(Some(CookieRule { mode, name, tag, index }))
@@ -226,7 +231,7 @@ impl Policy {
     }
 }
 
-fn put_str(out: &mut Vec<u8>, s: &str) {
+pub(super) fn put_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&len32(s.as_bytes()).to_le_bytes());
     out.extend_from_slice(s.as_bytes());
 }
@@ -299,7 +304,7 @@ impl<'a> Cursor<'a> {
         Ok(u64::from_le_bytes(b))
     }
 
-    fn string(&mut self) -> Result<String, WireError> {
+    pub(super) fn string(&mut self) -> Result<String, WireError> {
         let n = self.u32()? as usize;
         let b = self.take(n)?;
         String::from_utf8(b.to_vec()).map_err(|_| self.bad())

@@ -240,6 +240,15 @@ fn join_cookies(head: &[u8], req: &RequestHead, out: &mut Vec<u8>) -> bool {
     !out.is_empty()
 }
 
+/// `learn`: a session cookie `server` set, seen by someone else than this switch (a one-way
+/// connection's agent). False when the group does not learn, or it is not the cookie.
+pub fn learn(p: &PersistRt, set_cookie_value: &[u8], server: u64) -> bool {
+    match &p.mode {
+        Mode::Learn(m) => m.learn(set_cookie_value, server, Instant::now()),
+        _ => false,
+    }
+}
+
 /// After a complete exchange with `server`: the stick-table modes record the request's key.
 pub fn remember(p: &PersistRt, ps: &PersistScratch, server: u64, peer: SocketAddr) {
     if !ps.has_key {

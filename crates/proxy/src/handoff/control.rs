@@ -92,6 +92,9 @@ async fn read_frames(mut read: OwnedReadHalf, answers: UnboundedSender<Frame>, a
         loop {
             match reader.next_frame() {
                 Ok(Some(Frame::Ended { id, client })) => super::life::reported(id, client),
+                Ok(Some(Frame::Learned { group, tag, set_cookie })) => {
+                    super::learned::learned(&group, &tag, &set_cookie);
+                }
                 Ok(Some(Frame::Migrate { id, vip, client, request })) => {
                     super::migrate::requested(super::migrate::Asked { agent, id, vip, client, request });
                 }

@@ -24,19 +24,7 @@ use crate::upstream::slots::Tried;
 use http1::{BodyKind, Parse, RequestHead};
 use oneway::Frame;
 use rules::{Body, Sticky};
-use std::cell::RefCell;
 use std::net::{SocketAddr, SocketAddrV4};
-use std::rc::{Rc, Weak};
-
-thread_local! {
-    /// This thread's worker (the one whose connections read agents' requests).
-    static WORKER: RefCell<Weak<Worker>> = const { RefCell::new(Weak::new()) };
-}
-
-/// Called once per worker thread at start.
-pub fn set_worker(worker: &Rc<Worker>) {
-    WORKER.with(|w| *w.borrow_mut() = Rc::downgrade(worker));
-}
 
 /// What the agent asked.
 pub(super) struct Asked {
@@ -51,7 +39,7 @@ pub(super) struct Asked {
 
 /// An agent asks to move a connection: handled on this worker, in a task of its own.
 pub(super) fn requested(asked: Asked) {
-    let Some(worker) = WORKER.with(|w| w.borrow().upgrade()) else { return };
+    let Some(worker) = super::worker::this() else { return };
     drop(tokio::task::spawn_local(async move {
         let counter = match run(&worker, &asked).await {
             Ok(true) => Counter::Migrations,

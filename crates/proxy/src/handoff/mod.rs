@@ -18,15 +18,19 @@
 //!   are over (the agent's report, or the client's FIN/RST and quiet).
 //! - `migrate`: moving a served connection to another server at a request boundary, when
 //!   its agent asks (`connection_persistence = "migrate"`).
+//! - `learned`: session cookies agents report (`learn` on one-way connections).
+//! - `worker`: the worker of this thread, for what agents send unasked.
 //! - `timing`: each phase's latency and the switch CPU a hand-off costs (for `/metrics`).
 
 mod control;
+mod learned;
 pub mod life;
 pub mod migrate;
 pub mod policy;
 pub mod route;
 pub mod steering;
 pub mod timing;
+pub mod worker;
 
 use crate::floor::snapshot::Snapshot;
 use crate::floor::stats::Counter;

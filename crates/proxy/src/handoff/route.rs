@@ -43,8 +43,8 @@ fn persistence(p: ConnectionPersistence) -> Persistence {
     }
 }
 
-/// The group's cookie persistence for server `index`. `learn` is not applied by agents:
-/// what they learn would have to reach the switch's table (docs/oneway.md, limits).
+/// The group's cookie persistence for server `index` (`learn`: the agent reports the
+/// session cookies the server sets, `learned`).
 fn cookie(snap: &Snapshot, group: usize, index: usize) -> Option<CookieRule> {
     let g = snap.group(group);
     let cfg = snap.config.groups.iter().find(|c| c.name == g.name)?;
@@ -66,6 +66,7 @@ fn cookie(snap: &Snapshot, group: usize, index: usize) -> Option<CookieRule> {
         }
         PersistMode::Prefix { cookie } => (CookieMode::Prefix, cookie),
         PersistMode::Rename { cookie } => (CookieMode::Rename, cookie),
+        PersistMode::Learn { cookie, .. } => (CookieMode::Learn, cookie),
         _ => return None,
     };
     Some(CookieRule {
