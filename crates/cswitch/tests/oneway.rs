@@ -2,8 +2,9 @@
 //! (spike §2's testbed): a client, the switch (`cswitch run`, a one-way listener on the
 //! VIP), and a server host with the VIP on `lo`, an unmodified web server (Python's
 //! `http.server`) and `cswitch agent --handoff-listen`. The client's request is answered
-//! byte for byte by the server directly: the switch's interface sends far fewer bytes than
-//! the response, and the switch counts a hand-off. With the agent gone, the same request is
+//! byte for byte by the server directly: the switch's stack sends not one segment with
+//! payload (an nftables counter in its kernel), its interface far fewer bytes than the
+//! response, and the switch counts a hand-off. With the agent gone, the same request is
 //! served two-way and the fallback is counted: no failed request.
 //!
 //! Needs root, iproute2, nftables and python3; `CSWITCH_REQUIRE_KERNEL=1` (`.ci/run`) turns
@@ -13,7 +14,7 @@
 mod common;
 mod oneway_bed;
 
-use oneway_bed::{deploy, fetch, metric, switch_tx_bytes, SIZE};
+use oneway_bed::{deploy, fetch, install_payload_probe, metric, payload_segments, switch_tx_bytes, SIZE};
 use testkit::netns::{self, ip_of, VIP};
 
 #[test]
@@ -22,6 +23,7 @@ fn the_server_answers_the_client_directly_and_fallback_loses_nothing() {
         return;
     }
     let mut d = deploy("oneway");
+    install_payload_probe(&d.bed, 80);
     // One-way: the answer comes from the server, not through the switch.
     let before = switch_tx_bytes(&d.bed);
     let got = fetch(&d.bed);
@@ -33,6 +35,8 @@ fn the_server_answers_the_client_directly_and_fallback_loses_nothing() {
         "the switch sent {sent_by_switch} bytes for a {SIZE}-byte answer"
     );
     assert_eq!(metric(&d.bed, "cswitch_handoffs_total"), 1);
+    // Not one segment with payload from the switch's own stack: no response byte.
+    assert_eq!(payload_segments(&d.bed), 0, "response payload sent by the switch");
     // Timed by phase, and its CPU counted.
     assert_eq!(metric(&d.bed, "cswitch_handoff_timed_total"), 1);
     for phase in ["agent", "freeze", "dump", "ready", "flip", "go", "total"] {
@@ -45,6 +49,7 @@ fn the_server_answers_the_client_directly_and_fallback_loses_nothing() {
     let before = switch_tx_bytes(&d.bed);
     assert!(fetch(&d.bed) == d.body, "served two-way");
     assert!(switch_tx_bytes(&d.bed) - before > SIZE as u64, "this time the switch carried the answer");
+    assert!(payload_segments(&d.bed) > 0, "the probe sees two-way answers");
     assert_eq!(metric(&d.bed, "cswitch_handoff_fallbacks_total{reason=\"no_agent\"}"), 1);
     assert_eq!(metric(&d.bed, "cswitch_handoffs_total"), 1);
     drop(d.switch);

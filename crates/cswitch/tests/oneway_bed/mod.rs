@@ -313,3 +313,42 @@ pub fn metric(bed: &Testbed, line_start: &str) -> u64 {
         .and_then(|v| v.parse::<f64>().ok())
         .map_or(0, |v| v as u64)
 }
+
+/// Counts, in the switch's kernel, every TCP segment with payload it sends from the VIP's
+/// port `port` (its own stack's: two-way answers; a hand-off sends none): an nftables
+/// output-hook counter, one rule per TCP header length (`ip length` beyond IP + TCP header
+/// means payload).
+pub fn install_payload_probe(bed: &Testbed, port: u16) {
+    let mut rules = String::new();
+    for doff in 5..=15u32 {
+        let headers = 20 + 4 * doff;
+        rules.push_str(&format!(
+            "    ip saddr {VIP} tcp sport {port} tcp doff {doff} ip length > {headers} counter name \"payload\"\n"
+        ));
+    }
+    let script = format!(
+        "table inet payloadprobe {{\n  counter payload {{ }}\n  chain out {{\n    type filter hook output priority 0; policy accept;\n{rules}  }}\n}}\n"
+    );
+    let ok = Command::new("ip")
+        .args(["netns", "exec", &bed.ns("sw"), "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(script.as_bytes())?;
+            c.wait()
+        })
+        .unwrap();
+    assert!(ok.success(), "payload probe not installed");
+}
+
+/// Payload segments the switch's stack has sent from the VIP (see `install_payload_probe`).
+pub fn payload_segments(bed: &Testbed) -> u64 {
+    let out = bed.run("sw", &["nft", "list", "counter", "inet", "payloadprobe", "payload"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.split_whitespace()
+        .skip_while(|w| *w != "packets")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no payload counter: {text}"))
+}
