@@ -131,7 +131,10 @@ impl<'a> Txn<'a> {
                 worker.shared.stats.inc(Counter::Tunnels);
                 let idle = self.snap.config.timeouts.tunnel_idle;
                 let Some(cbuf) = self.client.buf.as_mut() else { return Err(Failure::client(None)) };
-                tunnel::run(&mut self.client.stream, cbuf, &mut up.stream, &mut self.s.sbuf, idle).await;
+                let carried =
+                    tunnel::run(&mut self.client.stream, cbuf, &mut up.stream, &mut self.s.sbuf, idle).await;
+                self.outcome.bytes_in += carried.up;
+                self.outcome.bytes_out += carried.down;
                 Ok(false)
             }
         }

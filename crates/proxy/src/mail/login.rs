@@ -155,19 +155,21 @@ async fn tunnel_to(
     let started = Instant::now();
     let deadline = started + snap.config.timeouts.client_io;
     let after_login = front.tunnel();
+    let mut carried = tunnel::Carried::default();
     if write_all_parts(&mut client, &[&session.to_client], deadline).await.is_ok()
         && write_all_parts(&mut up.stream, &[&after_login], deadline).await.is_ok()
     {
         cbuf.clear();
         let mut sbuf = worker.bufs.take();
-        tunnel::run(&mut client, cbuf, &mut up.stream, &mut sbuf, snap.config.timeouts.tunnel_idle).await;
+        carried =
+            tunnel::run(&mut client, cbuf, &mut up.stream, &mut sbuf, snap.config.timeouts.tunnel_idle).await;
         worker.bufs.give(sbuf);
     }
     let traffic = Traffic {
         group: Some(session.group),
         server: Some(up.index),
-        bytes_in: after_login.len() as u64,
-        bytes_out: session.to_client.len() as u64,
+        bytes_in: after_login.len() as u64 + carried.up,
+        bytes_out: session.to_client.len() as u64 + carried.down,
         ..Traffic::default()
     };
     let method = if snap.listeners[ctx.listener].protocol == Protocol::Imap { "IMAP" } else { "POP3" };

@@ -169,19 +169,21 @@ async fn tunnel_to(
     let started = Instant::now();
     let deadline = started + snap.config.timeouts.client_io;
     let rest = front.tunnel();
+    let mut carried = tunnel::Carried::default();
     if write_all_parts(client, &[&to_client], deadline).await.is_ok()
         && write_all_parts(&mut up.stream, &[&rest], deadline).await.is_ok()
     {
         cbuf.clear();
         let mut sbuf = worker.bufs.take();
-        tunnel::run(client, cbuf, &mut up.stream, &mut sbuf, snap.config.timeouts.tunnel_idle).await;
+        carried =
+            tunnel::run(client, cbuf, &mut up.stream, &mut sbuf, snap.config.timeouts.tunnel_idle).await;
         worker.bufs.give(sbuf);
     }
     let traffic = Traffic {
         group: txn.group,
         server: Some(up.index),
-        bytes_in: rest.len() as u64,
-        bytes_out: to_client.len() as u64,
+        bytes_in: rest.len() as u64 + carried.up,
+        bytes_out: to_client.len() as u64 + carried.down,
         ..Traffic::default()
     };
     let target = txn.first_rcpt.as_ref().map(|m| format!("{}@{}", m.local(), m.domain())).unwrap_or_default();

@@ -149,8 +149,11 @@ async fn forward(
     }
     ends.cbuf.clear();
     let version = learn_session(worker, snap, &mut up.stream, ends.sbuf, up.server.id).await;
-    out.bytes_out = ends.sbuf.len() as u64;
-    tunnel::run(ends.client, ends.cbuf, &mut up.stream, ends.sbuf, snap.config.timeouts.tunnel_idle).await;
+    // The ServerHello read to learn the session is still in `sbuf`: the tunnel counts it.
+    let idle = snap.config.timeouts.tunnel_idle;
+    let carried = tunnel::run(ends.client, ends.cbuf, &mut up.stream, ends.sbuf, idle).await;
+    out.bytes_in += carried.up;
+    out.bytes_out = carried.down;
     version
 }
 

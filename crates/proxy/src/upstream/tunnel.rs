@@ -10,20 +10,31 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
+/// Bytes a tunnel carried, for the access log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Carried {
+    /// Client → server.
+    pub up: u64,
+    /// Server → client.
+    pub down: u64,
+}
+
 /// Copies both ways between `client` and `server`, starting with bytes already buffered
-/// on either side, until one side closes or the tunnel idles out.
+/// on either side, until one side closes or the tunnel idles out; what it carried each way
+/// (the buffered bytes included).
 pub async fn run<C: AsyncRead + AsyncWrite + Unpin>(
     client: &mut C,
     cbuf: &mut IoBuf,
     server: &mut TcpStream,
     sbuf: &mut IoBuf,
     idle: Duration,
-) {
+) -> Carried {
     let last = Cell::new(Instant::now());
+    let (up_bytes, down_bytes) = (Cell::new(0u64), Cell::new(0u64));
     let (mut cr, mut cw) = tokio::io::split(client);
     let (mut sr, mut sw) = server.split();
-    let up = copy(&mut cr, &mut sw, cbuf, &last, idle);
-    let down = copy(&mut sr, &mut cw, sbuf, &last, idle);
+    let up = copy(&mut cr, &mut sw, cbuf, &last, idle, &up_bytes);
+    let down = copy(&mut sr, &mut cw, sbuf, &last, idle, &down_bytes);
     tokio::pin!(up, down);
     let (mut up_done, mut down_done) = (false, false);
     while !(up_done && down_done) {
@@ -32,6 +43,7 @@ pub async fn run<C: AsyncRead + AsyncWrite + Unpin>(
             r = &mut down, if !down_done => { down_done = true; if r.is_err() { break; } }
         }
     }
+    Carried { up: up_bytes.get(), down: down_bytes.get() }
 }
 
 /// One direction: forwards buffered bytes, then reads and forwards until EOF (then
@@ -42,6 +54,7 @@ async fn copy<R, W>(
     buf: &mut IoBuf,
     last: &Cell<Instant>,
     idle: Duration,
+    carried: &Cell<u64>,
 ) -> std::io::Result<()>
 where
     R: AsyncRead + Unpin,
@@ -53,6 +66,7 @@ where
             write_all_parts(w, &[buf.filled()], deadline)
                 .await
                 .map_err(|_| std::io::Error::other("tunnel write failed"))?;
+            carried.set(carried.get() + buf.len() as u64);
             buf.clear();
         }
         let deadline = last.get() + idle;
