@@ -16,7 +16,7 @@
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 use cswitch_agent::{HandoffConfig, HandoffServer};
-use oneway::{Frame, Persistence, Policy, Reader, Route};
+use oneway::{CookieMode, CookieRule, Frame, InsertRule, Persistence, Policy, Reader, Route};
 use socket2::{Domain, Socket, Type};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -477,4 +477,63 @@ fn without_a_server_taking_descriptors_the_connection_is_relayed() {
 fn origin_unused() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap()
+}
+
+/// The insert rule for server tag `b1`, our cookie `SRV`, hidden from the server.
+fn insert_route() -> Route {
+    let rule = CookieRule {
+        mode: CookieMode::Insert(InsertRule { indirect: true, ..InsertRule::default() }),
+        name: "SRV".into(),
+        tag: "b1".into(),
+        index: 0,
+    };
+    Route { cookie: Some(rule), ..route(Persistence::Pin) }
+}
+
+#[test]
+fn insert_sets_the_cookie_only_for_clients_without_it() {
+    if !kernel_allows() {
+        return;
+    }
+    let agent = agent(origin(100));
+    let (mut c, mut r) = control(&agent, TOKEN);
+    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    // Many connections: what the answer depends on must be the request's own (the answer
+    // side reads it once the answer is there, never before the request was sent).
+    for (i, cookie) in
+        ["SRV=b1", "", "SRV=b1", "SRV=b1", "SRV=other", "SRV=b1"].iter().cycle().take(12).enumerate()
+    {
+        let (mut client, switch, vip, client_addr) = client_and_switch();
+        let field = if cookie.is_empty() { String::new() } else { format!("Cookie: {cookie}\r\n") };
+        let request = format!("GET /{i} HTTP/1.1\r\nHost: vip\r\n{field}\r\n");
+        client.write_all(request.as_bytes()).unwrap();
+        let id = i as u64 + 1;
+        send_handoff(switch, request.as_bytes(), (&mut c, &mut r), vip, client_addr, insert_route(), id);
+        send(&mut c, &Frame::Go { id });
+        let answer = read_response(&mut client);
+        let set = answer.contains("\r\nSet-Cookie: SRV=b1");
+        assert_eq!(set, *cookie != "SRV=b1", "request {i} with {cookie:?}: {answer}");
+    }
+}
+
+/// `hand_off_as` with the hand-off id `id`; expects READY.
+fn send_handoff(
+    switch: TcpStream,
+    request: &[u8],
+    (c, r): (&mut TcpStream, &mut Reader),
+    vip: SocketAddr,
+    client: SocketAddr,
+    route: Route,
+    id: u64,
+) {
+    let mut switch = switch;
+    let mut head = vec![0u8; request.len()];
+    switch.read_exact(&mut head).unwrap();
+    oneway::enter_repair(&switch).unwrap();
+    let state = oneway::dump(&switch).unwrap();
+    drop(switch);
+    send(c, &Frame::Handoff { id, vip, client, route, state, already_read: head });
+    // Earlier connections' end reports may come first.
+    let answer = std::iter::repeat_with(|| recv(c, r)).find(|f| !matches!(f, Frame::Ended { .. }));
+    assert_eq!(answer, Some(Frame::Ready { id }));
 }

@@ -105,8 +105,7 @@ fn answers(mut server: &TcpStream, mut client: &TcpStream, track: &Track, edits:
     let mut resp = ResponseHead::new();
     let mut out = Vec::with_capacity(1024);
     loop {
-        let (is_head, seen) = track.front();
-        if !read_answer_head(&mut server, &mut buf, &mut resp, is_head)? {
+        if !read_answer_head(&mut server, &mut buf, &mut resp, track)? {
             return opaque(server, client, &buf);
         }
         if resp.is_interim() || resp.status == 101 {
@@ -117,6 +116,9 @@ fn answers(mut server: &TcpStream, mut client: &TcpStream, track: &Track, edits:
             }
             continue;
         }
+        // The request this answers was registered before it was sent, so before any byte
+        // of its answer came: read it now, not before the read (a race with the sender).
+        let (_, seen) = track.front();
         edited_head(&buf, &resp, edits, &seen, &mut out);
         client.write_all(if out.is_empty() { &buf[..resp.head_len] } else { &out })?;
         buf.drain(..resp.head_len);
@@ -166,16 +168,18 @@ fn edited_head(buf: &[u8], resp: &ResponseHead, edits: &Edits, seen: &Seen, out:
 }
 
 /// Reads until `buf` starts with a whole answer head: true; false when the server closed
-/// first or sent something that is not HTTP (what came stays in `buf`).
+/// first or sent something that is not HTTP (what came stays in `buf`). Whether it answers
+/// a HEAD is the oldest waiting request's, looked up once bytes are here.
 fn read_answer_head(
     server: &mut &TcpStream,
     buf: &mut Vec<u8>,
     head: &mut ResponseHead,
-    is_head: bool,
+    track: &Track,
 ) -> io::Result<bool> {
     let limits = HeadLimits { max_head_bytes: 64 * 1024, max_headers: 256 };
     loop {
         if !buf.is_empty() {
+            let (is_head, _) = track.front();
             match head.parse(buf, &limits, is_head) {
                 Ok(Parse::Complete) => return Ok(true),
                 Ok(Parse::Partial) => {}
