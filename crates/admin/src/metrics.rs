@@ -366,6 +366,11 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
         IdleTimeout => {
             ("cswitch_connections_idle_closed", "Keep-alive connections closed after `client_idle`", None)
         }
+        Parked => (
+            "cswitch_connections_parked",
+            "Keep-alive connections parked out of the runtime to wait for their next request",
+            None,
+        ),
         ConnectFailed => (connect_errors, connect_help, Some(("cause", "error"))),
         ConnectTimeout => (connect_errors, connect_help, Some(("cause", "timeout"))),
         ServerConnects => ("cswitch_upstream_connections_opened", "New connections to servers opened", None),

@@ -75,6 +75,12 @@ enum Command {
     Ctl(ctl::Args),
 }
 
+/// mimalloc, not glibc's malloc: freed memory goes back to the kernel within milliseconds,
+/// so a burst of connections (or requests) leaves no resident memory behind; glibc keeps
+/// freed chunks resident (ADR 0009: 730 against 290 bytes per idle connection).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     init_tracing();
     let cli = Cli::parse();

@@ -39,6 +39,7 @@ pub fn run(shared: Arc<Shared>, listeners: Vec<std::net::TcpListener>, log: Arc<
             }
         }
         tokio::task::spawn_local(housekeeping(Rc::clone(&worker)));
+        tokio::task::spawn_local(resume_parked(Rc::clone(&worker)));
         wait_for_shutdown(&worker).await;
         access_log::flush();
     });
@@ -65,20 +66,66 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
         let _ = stream.set_nodelay(true);
         let state: Slot = Rc::new(Watch::new());
         let open = Open::new(Rc::clone(&worker), index);
-        let task = if is_plain_http(&worker, index) {
-            // Spawned without the dispatch layer: every byte of this future is held by each
-            // silent connection (issue 17's 1 KiB target). Boxed because tokio aligns a
-            // task's cell to 128 bytes: a pointer keeps the cell at 128, and the future
-            // goes into an ordinary allocation of its own size.
+        if is_plain_http(&worker, index) {
             let client = crate::http::client(&open, ClientStream::Plain(stream), peer, Rc::clone(&state));
-            tokio::task::spawn_local(Box::pin(Stats::on_listener(index, crate::http::serve(open, client))))
+            spawn_http(&worker, open, client, state);
         } else {
-            tokio::task::spawn_local(Stats::on_listener(
+            let task = tokio::task::spawn_local(Stats::on_listener(
                 index,
                 dispatch(open, stream, peer, Rc::clone(&state)),
-            ))
+            ));
+            worker.conns.add(state, task.abort_handle());
+        }
+    }
+}
+
+/// Spawns a plain HTTP connection's task, without the dispatch layer: every byte of this
+/// future is held by each silent connection (issue 17's 1 KiB target). Boxed because tokio
+/// aligns a task's cell to 128 bytes: a pointer keeps the cell at 128, and the future goes
+/// into an ordinary allocation of its own size.
+fn spawn_http(worker: &Worker, open: Open, client: crate::http::Client, state: Slot) {
+    let listener = open.listener();
+    let task =
+        tokio::task::spawn_local(Box::pin(Stats::on_listener(listener, crate::http::serve(open, client))));
+    worker.conns.add(state, task.abort_handle());
+}
+
+/// Serves parked connections again when their sockets turn readable (the next request,
+/// or the client's close), a batch at a time.
+async fn resume_parked(worker: Rc<Worker>) {
+    if !worker.parked.enabled() {
+        return;
+    }
+    let fd = match worker.parked.watch() {
+        Ok(fd) => fd,
+        Err(e) => {
+            // Nothing would wake a parked connection: park none.
+            worker.parked.disable();
+            tracing::warn!(error = %e, "parked connections cannot be watched; none will park");
+            return;
+        }
+    };
+    loop {
+        let Ok(mut guard) = fd.readable().await else {
+            worker.parked.disable();
+            return;
         };
-        worker.conns.add(state, task.abort_handle());
+        let taken = worker.parked.take_ready(fd.get_ref(), |r| {
+            let open = Open::resume(Rc::clone(&worker), r.listener as usize);
+            if worker.shutting_down() {
+                return; // closed, and uncounted with `open`
+            }
+            let state: Slot = Rc::new(Watch::with(ConnState::Idle));
+            if let Some(client) = crate::http::resume(r, Rc::clone(&state)) {
+                spawn_http(&worker, open, client, state);
+            }
+        });
+        if taken < crate::floor::parked::BATCH {
+            guard.clear_ready();
+        } else {
+            drop(guard);
+            tokio::task::yield_now().await;
+        }
     }
 }
 
@@ -92,7 +139,7 @@ fn admit(worker: &Worker) -> bool {
     let max = shared.snapshot.load().config.limits.max_client_connections;
     let open = shared.client_conns.fetch_add(1, Ordering::AcqRel);
     if open >= max {
-        match worker.conns.evict_one() {
+        match evict_one(worker) {
             Some(Evicted::Fresh) => shared.stats.inc(Counter::EvictedFresh),
             Some(Evicted::Idle) => shared.stats.inc(Counter::EvictedIdle),
             None => {
@@ -105,6 +152,18 @@ fn admit(worker: &Worker) -> bool {
     }
     shared.stats.inc(Counter::Accepted);
     true
+}
+
+/// Closes the oldest connection that has not sent a complete request, else the parked
+/// connection that has waited longest, else the oldest idle keep-alive one.
+fn evict_one(worker: &Worker) -> Option<Evicted> {
+    if worker.conns.evict(ConnState::Fresh) {
+        Some(Evicted::Fresh)
+    } else if worker.parked.evict_oldest() || worker.conns.evict(ConnState::Idle) {
+        Some(Evicted::Idle)
+    } else {
+        None
+    }
 }
 
 /// One WARN per second at most for refused connections, with how many there were.
@@ -125,7 +184,8 @@ fn log_refusal(worker: &Worker, open: usize, max: usize) {
     );
 }
 
-/// Flushes the access log and sweeps the pools, periodically.
+/// Flushes the access log, closes connections that waited `client_idle` for a request,
+/// asks those that waited `PARK_AFTER` to park, and sweeps the pools, periodically.
 async fn housekeeping(worker: Rc<Worker>) {
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut ticks = 0u32;
@@ -133,7 +193,8 @@ async fn housekeeping(worker: Rc<Worker>) {
         tick.tick().await;
         access_log::flush();
         let idle = worker.shared.snapshot.load().config.timeouts.client_idle;
-        for _ in 0..worker.conns.sweep(idle) {
+        let expired = worker.conns.sweep(idle, crate::floor::parked::PARK_AFTER) + worker.parked.sweep(idle);
+        for _ in 0..expired {
             worker.shared.stats.inc(Counter::IdleTimeout);
         }
         ticks = ticks.wrapping_add(1);
@@ -147,7 +208,7 @@ async fn housekeeping(worker: Rc<Worker>) {
 
 /// Waits for the shutdown signal, stops accepting, lets requests in progress finish within
 /// the grace period, then returns: the runtime is dropped with every remaining session, which
-/// closes idle keep-alive connections at once.
+/// closes idle keep-alive connections at once (parked ones close when shutdown starts).
 async fn wait_for_shutdown(worker: &Rc<Worker>) {
     loop {
         let notified = worker.shared.shutdown_notify.notified();
@@ -157,6 +218,7 @@ async fn wait_for_shutdown(worker: &Rc<Worker>) {
         notified.await;
     }
     worker.shutdown.notify_waiters();
+    worker.parked.close_all();
     let grace = worker.shared.snapshot.load().config.global.grace_period;
     let drained = async {
         while worker.busy.get() > 0 {
@@ -183,7 +245,7 @@ fn is_plain_http(worker: &Worker, listener: usize) -> bool {
 /// there, see `accept_loop`), counted as open (per listener and in all) until the wing is
 /// done with it.
 async fn dispatch(open: Open, stream: TcpStream, peer: SocketAddr, state: Slot) {
-    let (worker, listener) = (Rc::clone(&open.worker), open.listener);
+    let (worker, listener) = (Rc::clone(&open.worker), open.listener());
     let (protocol, acceptor) = {
         let snap = worker.shared.snapshot.load();
         let l = &snap.listeners[listener];

@@ -1,14 +1,15 @@
 //! A worker's client connections in accept order, with what each is doing, so admission
 //! can make room under a flood (issue 17): at `max_client_connections` the oldest
 //! connection that has not sent a complete request yet is closed to admit the new one,
-//! else the oldest idle keep-alive one; a connection with a request in progress is never
-//! closed for another. Connections mark their own state (a `Cell` write per request); the
-//! table is scanned only when the limit is reached, and pruned by the worker's
-//! housekeeping.
+//! else an idle keep-alive one (parked ones first: `floor::parked`); a connection with a
+//! request in progress is never closed for another. Connections mark their own state (a
+//! `Cell` write per request); the table is scanned only when the limit is reached, and
+//! pruned by the worker's housekeeping.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::rc::Rc;
+use std::task::Waker;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
@@ -30,16 +31,22 @@ pub type Slot = Rc<Watch>;
 /// waiting for a request's first byte. The idle timeout is the table's to enforce (the
 /// worker's housekeeping closes connections that waited too long), so a waiting connection
 /// carries no timer of its own: a timer is over 100 bytes, and every silent or idle
-/// connection would hold one.
+/// connection would hold one. The housekeeping also asks a keep-alive connection that has
+/// waited `floor::parked::PARK_AFTER` to park: it wakes the connection's task, which then
+/// leaves the runtime.
 pub struct Watch {
     state: Cell<ConnState>,
+    /// The housekeeping asked it to park.
+    park: Cell<bool>,
     /// When it began to wait, in [`ticks`]; 0: not waiting. (Four bytes, not an `Instant`'s
     /// sixteen: every connection has one.)
     waiting_since: Cell<u32>,
+    /// Wakes its task while it waits for a request and may park (otherwise `None`).
+    waker: Cell<Option<Waker>>,
 }
 
 /// Tenths of a second since the process's first call, from 1 (wraps after 13 years).
-fn ticks() -> u32 {
+pub fn ticks() -> u32 {
     static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     let base = *BASE.get_or_init(Instant::now);
     u32::try_from(base.elapsed().as_millis() / 100).unwrap_or(u32::MAX - 1) + 1
@@ -48,7 +55,17 @@ fn ticks() -> u32 {
 impl Watch {
     /// A new connection: fresh, not yet waiting.
     pub fn new() -> Watch {
-        Watch { state: Cell::new(ConnState::Fresh), waiting_since: Cell::new(0) }
+        Watch::with(ConnState::Fresh)
+    }
+
+    /// A connection in `state`, not yet waiting.
+    pub fn with(state: ConnState) -> Watch {
+        Watch {
+            state: Cell::new(state),
+            park: Cell::new(false),
+            waiting_since: Cell::new(0),
+            waker: Cell::new(None),
+        }
     }
 
     /// What it is doing.
@@ -64,6 +81,36 @@ impl Watch {
     /// Waiting for a request's first byte from now (`true`), or no longer (`false`).
     pub fn waiting(&self, yes: bool) {
         self.waiting_since.set(if yes { ticks() } else { 0 });
+        if !yes {
+            self.park.set(false);
+            self.waker.set(None);
+        }
+    }
+
+    /// When it began to wait, in [`ticks`] (0: not waiting).
+    pub fn waiting_since(&self) -> u32 {
+        self.waiting_since.get()
+    }
+
+    /// The waiting connection may park: `waker` wakes its task when it should. A clone
+    /// only when the task's waker changed (one per wait: a reference count, no allocation).
+    pub fn may_park(&self, waker: &Waker) {
+        let old = self.waker.take();
+        let same = old.as_ref().is_some_and(|w| w.will_wake(waker));
+        self.waker.set(if same { old } else { Some(waker.clone()) });
+    }
+
+    /// Whether the housekeeping asked it to park.
+    pub fn park_asked(&self) -> bool {
+        self.park.get()
+    }
+
+    /// Asks a connection that may park to park (wakes its task); false if it may not.
+    fn ask_park(&self) -> bool {
+        let Some(waker) = self.waker.take() else { return false };
+        self.park.set(true);
+        waker.wake();
+        true
     }
 }
 
@@ -100,38 +147,43 @@ impl Conns {
         self.entries.borrow_mut().push_back(Entry { state, task });
     }
 
-    /// Closes the oldest fresh connection, else the oldest idle one.
-    pub fn evict_one(&self) -> Option<Evicted> {
+    /// Closes the oldest connection in state `want` (fresh or idle); false if none is.
+    /// (Parked connections are not here: `floor::parked` evicts those.)
+    pub fn evict(&self, want: ConnState) -> bool {
         let mut entries = self.entries.borrow_mut();
         entries.retain(|e| !e.task.is_finished());
-        let pick = |want: ConnState| entries.iter().position(|e| e.state.get() == want);
-        let (index, kind) = match pick(ConnState::Fresh) {
-            Some(i) => (i, Evicted::Fresh),
-            None => (pick(ConnState::Idle)?, Evicted::Idle),
-        };
-        let gone = entries.remove(index)?;
-        gone.task.abort();
-        Some(kind)
+        let Some(index) = entries.iter().position(|e| e.state.get() == want) else { return false };
+        if let Some(gone) = entries.remove(index) {
+            gone.task.abort();
+        }
+        true
     }
 
-    /// Forgets connections that ended, and closes those that have waited for a request
-    /// longer than `idle` (how many: the idle timeouts). Called every 250 ms, so a
-    /// connection closes within that much of its timeout.
-    pub fn sweep(&self, idle: std::time::Duration) -> usize {
+    /// Forgets connections that ended, closes those that have waited for a request
+    /// longer than `idle` (how many: the idle timeouts), and asks those that have waited
+    /// `park` and may park to do so. Called every 250 ms, so a connection closes within
+    /// that much of its timeout.
+    pub fn sweep(&self, idle: std::time::Duration, park: std::time::Duration) -> usize {
         let now = ticks();
-        let idle = u32::try_from(idle.as_millis().div_ceil(100)).unwrap_or(u32::MAX);
+        let in_ticks =
+            |d: std::time::Duration| u32::try_from(d.as_millis().div_ceil(100)).unwrap_or(u32::MAX);
+        let (idle, park) = (in_ticks(idle), in_ticks(park));
         let mut expired = 0;
         self.entries.borrow_mut().retain(|e| {
             if e.task.is_finished() {
                 return false;
             }
             let since = e.state.waiting_since.get();
-            let waited_out = since != 0 && now.saturating_sub(since) >= idle;
-            if waited_out {
+            let waited = if since == 0 { 0 } else { now.saturating_sub(since) };
+            if since != 0 && waited >= idle {
                 e.task.abort();
                 expired += 1;
+                return false;
             }
-            !waited_out
+            if since != 0 && waited >= park && !e.state.park.get() {
+                e.state.ask_park();
+            }
+            true
         });
         expired
     }

@@ -3,7 +3,8 @@
 //! scheduler instance `sched_slot` and session persistence `persist`, and the weight
 //! rules `weights`), what the workers share (`shared`: the snapshot, `stats` counters,
 //! `live` figures, the `tables`), per-worker state (`worker`, `schedulers`, `pool`,
-//! `buf`, `conns`: the connections eviction may close), socket helpers (`io`, `stream`: plain or TLS client streams and the handshake),
+//! `buf`, `conns`: the connections eviction may close, `parked`: idle keep-alive
+//! connections waiting outside the runtime), socket helpers (`io`, `stream`: plain or TLS client streams and the handshake),
 //! and the typed failure every step returns (`failure`).
 
 pub mod buf;
@@ -12,6 +13,7 @@ pub mod failure;
 pub mod group;
 pub mod io;
 pub mod live;
+pub mod parked;
 pub mod persist;
 pub mod pool;
 pub mod sched_slot;

@@ -58,6 +58,8 @@ counters! {
     HeadTimeout => "head_timeout",
     /// Keep-alive connections closed after `client_idle`.
     IdleTimeout => "idle_timeout",
+    /// Keep-alive connections parked out of the runtime to wait for their next request.
+    Parked => "parked",
     /// Client stalled sending a body or reading a response.
     ClientTimeout => "client_timeout",
     /// 503: the server's queue was full.

@@ -5,6 +5,7 @@
 //! spares (HTTP scratch spaces, the access-log buffer) in thread-locals.
 
 use crate::floor::buf::BufPool;
+use crate::floor::parked::Parked;
 use crate::floor::pool::Pools;
 use crate::floor::schedulers::WorkerSchedulers;
 use crate::floor::shared::Shared;
@@ -33,6 +34,8 @@ pub struct Worker {
     pub next_client: Cell<u64>,
     /// This worker's client connections, for eviction under a flood.
     pub conns: crate::floor::conns::Conns,
+    /// Keep-alive connections parked out of the runtime while they wait.
+    pub parked: Parked,
     /// When a refused connection was last logged (refusals are logged at most once a
     /// second, with the count since).
     pub refusals_logged: Cell<(Option<std::time::Instant>, u64)>,
@@ -59,6 +62,7 @@ impl Worker {
             eval: RefCell::new(rules::EvalState::new()),
             next_client: Cell::new(1),
             conns: Default::default(),
+            parked: Parked::new(Arc::clone(&shared)),
             refusals_logged: Cell::new((None, 0)),
             busy: Cell::new(0),
             shutdown: Notify::new(),
@@ -105,11 +109,15 @@ impl Drop for BusyGuard<'_> {
 /// An open client connection, counted while it lives: the process-wide count admission
 /// reads and its listener's. Owned by the connection's task, so the counts stay right
 /// however it ends (including an abort, or the worker's runtime dropping it at shutdown).
+/// A parked connection's count is kept by the parked table ([`Open::park`],
+/// [`Open::resume`]).
 pub struct Open {
     /// The worker serving it.
     pub worker: Rc<Worker>,
-    /// Its listener (index in the snapshot).
-    pub listener: usize,
+    /// Its listener (index in the snapshot; four bytes: every connection's future holds it).
+    listener: u32,
+    /// Whether dropping it uncounts the connection (false once parked).
+    counted: bool,
 }
 
 impl Open {
@@ -118,15 +126,37 @@ impl Open {
         if let Some(l) = worker.shared.listeners.get(listener) {
             l.connections.fetch_add(1, Ordering::Relaxed);
         }
-        Open { worker, listener }
+        Open { worker, listener: listener as u32, counted: true }
+    }
+
+    /// Its listener (index in the snapshot).
+    pub fn listener(&self) -> usize {
+        self.listener as usize
+    }
+
+    /// Takes over the count of a connection the parked table kept.
+    pub fn resume(worker: Rc<Worker>, listener: usize) -> Open {
+        Open { worker, listener: listener as u32, counted: true }
+    }
+
+    /// Hands the count to the parked table (which uncounts the connection if it closes it).
+    pub fn park(mut self) {
+        self.counted = false;
     }
 }
 
 impl Drop for Open {
     fn drop(&mut self) {
-        self.worker.shared.client_conns.fetch_sub(1, Ordering::AcqRel);
-        if let Some(l) = self.worker.shared.listeners.get(self.listener) {
-            l.connections.fetch_sub(1, Ordering::Relaxed);
+        if self.counted {
+            uncount(&self.worker.shared, self.listener());
         }
+    }
+}
+
+/// A client connection of `listener` has closed: out of the process-wide and listener counts.
+pub fn uncount(shared: &Shared, listener: usize) {
+    shared.client_conns.fetch_sub(1, Ordering::AcqRel);
+    if let Some(l) = shared.listeners.get(listener) {
+        l.connections.fetch_sub(1, Ordering::Relaxed);
     }
 }

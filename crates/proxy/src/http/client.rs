@@ -2,6 +2,7 @@
 
 use crate::floor::buf::IoBuf;
 use crate::floor::conns::Slot;
+use crate::floor::parked::Resting;
 use crate::floor::pool::Take;
 use crate::floor::stream::ClientStream;
 use crate::floor::tables::sticky_ip::Target;
@@ -66,5 +67,38 @@ impl Client {
     /// The pre-allocated connection, if it goes to `server`.
     pub fn take_prealloc(&mut self, server: u64) -> Option<Prealloc> {
         self.pins.as_mut()?.prealloc.take_if(|p| p.server == server)
+    }
+
+    /// Whether it can park now: plain, with no bytes buffered.
+    pub fn can_rest(&self) -> bool {
+        self.buf.is_none() && !self.stream.is_tls()
+    }
+
+    /// What the connection keeps while parked, its socket out of the runtime; `None` when
+    /// the socket could not leave the runtime (it is closed). Call only when
+    /// [`Client::can_rest`] (a TLS connection given here would be closed).
+    pub fn rest(self, listener: usize) -> Option<Resting> {
+        let Client { stream, peer, pins, state, id, served, .. } = self;
+        let ClientStream::Plain(tcp) = stream else { return None };
+        let stream = tcp.into_std().ok()?;
+        let extra = pins.map(|p| p as Box<dyn std::any::Any>);
+        let since = state.waiting_since();
+        Some(Resting { stream, peer, listener: listener as u32, since, id, served, extra })
+    }
+
+    /// A parked connection served again, its socket back in the runtime (`None`: it could
+    /// not be registered, and is closed).
+    pub fn wake(r: Resting, state: Slot) -> Option<Client> {
+        let stream = tokio::net::TcpStream::from_std(r.stream).ok()?;
+        let pins = r.extra.and_then(|e| e.downcast::<Pins>().ok());
+        Some(Client {
+            stream: ClientStream::Plain(stream),
+            peer: r.peer,
+            buf: None,
+            pins,
+            state,
+            id: r.id,
+            served: r.served,
+        })
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! | phase | file |
 //! |---|---|
-//! | wait for the next request (idle) | `mod.rs` |
+//! | wait for the next request (idle; park after a while: `floor::parked`) | `mod.rs` |
 //! | read head, admit | `head.rs` |
 //! | route (stickiness, rules, persistence: `upstream::decide`) | `route.rs` (`view.rs`: the rules' view) |
 //! | forward: choose, connect, learn; retries | `forward.rs` |
@@ -26,6 +26,8 @@ mod txn;
 pub mod view;
 
 use crate::floor::conns::{ConnState, Slot};
+use crate::floor::parked::Resting;
+use crate::floor::stats::Counter;
 use crate::floor::stream::ClientStream;
 use crate::floor::worker::Open;
 use crate::floor::worker::{BusyGuard, Worker};
@@ -33,6 +35,7 @@ use crate::upstream::prealloc;
 pub(crate) use client::Client;
 use client::Pins;
 use std::net::SocketAddr;
+use std::task::Poll;
 use tokio::io::AsyncWriteExt;
 
 /// The client side of a new connection (and, with `preallocate`, its server connection
@@ -41,37 +44,73 @@ use tokio::io::AsyncWriteExt;
 /// whole, then busy, idle between requests).
 pub(crate) fn client(open: &Open, stream: ClientStream, peer: SocketAddr, state: Slot) -> Client {
     let worker = &open.worker;
-    let prealloc = prealloc::start(worker, &worker.shared.snapshot.load(), open.listener, peer);
+    let prealloc = prealloc::start(worker, &worker.shared.snapshot.load(), open.listener(), peer);
     let pins = prealloc.map(|p| Box::new(Pins { prealloc: Some(p), ..Pins::default() }));
     Client { stream, peer, buf: None, pins, state, id: worker.client_id(), served: false }
 }
 
-/// Serves one HTTP client connection to its end. Everything this future holds is held by
-/// every connection, silent ones included: keep it to the open-connection guard and the
-/// client.
+/// Serves one HTTP client connection to its end, or until it parks (`floor::parked`: the
+/// worker's resume loop serves it again with [`resume`]). Everything this future holds is
+/// held by every connection, silent ones included: keep it to the open-connection guard
+/// and the client.
 ///
 /// Not an `async fn`: one would copy its arguments into locals and hold both copies (a
 /// second `Client`) for the connection's whole life; the block uses the captured ones.
 #[allow(clippy::manual_async_fn)] // on purpose: see above
-pub(crate) fn serve(open: Open, mut client: Client) -> impl std::future::Future<Output = ()> {
+pub(crate) fn serve(mut open: Open, mut client: Client) -> impl std::future::Future<Output = ()> {
     async move {
-        let (worker, listener) = (&*open.worker, open.listener);
-        while wait_for_request(worker, &mut client).await {
+        loop {
+            match wait_for_request(&open.worker, &mut client).await {
+                Next::Request => {}
+                Next::Close => break,
+                Next::Park => match park(open, client) {
+                    Some((o, c)) => (open, client) = (o, c),
+                    None => return,
+                },
+            }
             // Boxed: the request phases hold far more state than an idle connection needs,
             // and an unboxed future would reserve that space in every idle connection.
-            let keep = Box::pin(serve_one(worker, listener, &mut client)).await;
-            if !keep || worker.shutting_down() {
+            let keep = Box::pin(serve_one(&open.worker, open.listener(), &mut client)).await;
+            if !keep || open.worker.shutting_down() {
                 break;
             }
         }
         if let Some(buf) = client.buf.take() {
-            worker.bufs.give(buf);
+            open.worker.bufs.give(buf);
         }
         if client.stream.is_tls() {
             // Boxed: its timer would otherwise take room in every connection's future.
             Box::pin(close_notify(&mut client.stream)).await;
         }
     }
+}
+
+/// Parks an idle connection: its task ends, and its socket waits in the worker's epoll set.
+/// Gives the connection back when it cannot park (the task keeps serving it); `None` when
+/// it parked, or was lost leaving the runtime.
+fn park(open: Open, client: Client) -> Option<(Open, Client)> {
+    if !client.can_rest() {
+        return Some((open, client));
+    }
+    let state = std::rc::Rc::clone(&client.state);
+    let resting = client.rest(open.listener())?;
+    match open.worker.parked.park(resting) {
+        Ok(()) => {
+            open.worker.shared.stats.inc(Counter::Parked);
+            open.park();
+            None
+        }
+        Err(r) => {
+            state.waiting(false);
+            Client::wake(r, state).map(|c| (open, c))
+        }
+    }
+}
+
+/// A parked connection whose socket turned readable, as a client to serve again (its
+/// count taken over by `open`); `None` if its socket could not rejoin the runtime.
+pub(crate) fn resume(r: Resting, state: Slot) -> Option<Client> {
+    Client::wake(r, state)
 }
 
 /// close_notify, so a TLS client can tell the end from a truncation (a plain TCP connection
@@ -90,12 +129,29 @@ async fn serve_one(worker: &Worker, listener: usize, client: &mut Client) -> boo
     keep
 }
 
+/// Only a plain keep-alive connection parks (a TLS session cannot leave its task; a fresh
+/// one is left where admission's eviction looks for it first). Asked at each poll rather
+/// than kept: every waiting connection's future would carry the answer.
+fn may_park(worker: &Worker, client: &Client) -> bool {
+    client.state.get() == ConnState::Idle && !client.stream.is_tls() && worker.parked.enabled()
+}
+
+/// What a connection waiting for its next request does next.
+enum Next {
+    /// The request's first bytes are here (a buffer is taken for them).
+    Request,
+    /// Close: the client went away, or shutdown.
+    Close,
+    /// The housekeeping asked it to park.
+    Park,
+}
+
 /// Waits until the next request's first bytes are here. An idle connection gives its buffer
 /// back while it waits, and holds nothing but this small future (the idle-memory bench
-/// measures it). False: close (idle timeout, shutdown, or the client went away).
-async fn wait_for_request(worker: &Worker, client: &mut Client) -> bool {
+/// measures it); after `floor::parked::PARK_AFTER` a keep-alive one is asked to park.
+async fn wait_for_request(worker: &Worker, client: &mut Client) -> Next {
     if client.buf.as_ref().is_some_and(|b| !b.is_empty()) {
-        return true; // pipelined bytes already here
+        return Next::Request; // pipelined bytes already here
     }
     if let Some(buf) = client.buf.take() {
         worker.bufs.give(buf);
@@ -111,21 +167,38 @@ async fn wait_for_request(worker: &Worker, client: &mut Client) -> bool {
             // `poll_read_ready` parks the waker in the socket's own registration;
             // `readable()` would add a waiter node to this future, which every idle
             // connection would carry.
-            std::future::poll_fn(|cx| client.stream.poll_read_ready(cx)).await?;
+            let ready = std::future::poll_fn(|cx| match client.stream.poll_read_ready(cx) {
+                Poll::Ready(r) => Poll::Ready(r.map(|()| true)),
+                Poll::Pending if may_park(worker, client) => {
+                    if client.state.park_asked() {
+                        return Poll::Ready(Ok(false));
+                    }
+                    client.state.may_park(cx.waker());
+                    Poll::Pending
+                }
+                Poll::Pending => Poll::Pending,
+            })
+            .await?;
+            if !ready {
+                return Ok::<Next, std::io::Error>(Next::Park);
+            }
             // The reactor calls a new socket readable before a byte is there: on a fresh
             // connection ask the kernel, and wait again if nothing came, so a silent
             // connection never takes a buffer. (Later waits follow reads that cleared the
             // readiness, and cost no extra syscall.)
             if client.state.get() != ConnState::Fresh || client.stream.has_bytes() {
-                return Ok::<(), std::io::Error>(());
+                return Ok(Next::Request);
             }
         }
     };
-    let ready = readable.await.is_ok();
+    let next = readable.await.unwrap_or(Next::Close);
+    if matches!(next, Next::Park) {
+        return Next::Park; // still waiting, since the same time: the parked table goes on
+    }
     client.state.waiting(false);
-    if !ready || worker.shutting_down() {
-        return false;
+    if matches!(next, Next::Close) || worker.shutting_down() {
+        return Next::Close;
     }
     client.buf = Some(worker.bufs.take_for_head());
-    true
+    Next::Request
 }
