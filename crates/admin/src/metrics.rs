@@ -357,7 +357,7 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
     let migrations = "cswitch_handoff_migrations";
     let migrations_help = "One-way migrate: later requests for another group, by outcome: the connection moved, stayed (same server, no agent, or an answer only the switch gives), or failed to move (served where it was)";
     let forgotten = "cswitch_steering_forgotten";
-    let forgotten_help = "One-way flows no longer steered, by why: their agent's report, the client's FIN/RST and quiet, the table's idle timeout";
+    let forgotten_help = "One-way flows no longer steered, by why: their agent's report, the client's FIN/RST and quiet, the table's idle timeout, a new connection from the same client port taking the entry over";
     Some(match c {
         Requests | HealthCheckFailures => return None,
         Accepted => ("cswitch_connections_accepted", "Client connections accepted", None),
@@ -408,6 +408,7 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
         SteeringForgotReported => (forgotten, forgotten_help, Some(("reason", "agent_report"))),
         SteeringForgotEnded => (forgotten, forgotten_help, Some(("reason", "ended"))),
         SteeringExpired => (forgotten, forgotten_help, Some(("reason", "idle_timeout"))),
+        SteeringReplaced => (forgotten, forgotten_help, Some(("reason", "replaced"))),
         Migrations => (migrations, migrations_help, Some(("outcome", "moved"))),
         MigrationsStayed => (migrations, migrations_help, Some(("outcome", "stayed"))),
         MigrationsFailed => (migrations, migrations_help, Some(("outcome", "failed"))),

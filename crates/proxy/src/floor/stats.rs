@@ -151,6 +151,9 @@ counters! {
     SteeringForgotEnded => "steering_forgot_ended",
     /// One-way: steering entries the table's idle timeout (`flow_timeout`) removed.
     SteeringExpired => "steering_expired",
+    /// One-way: steering entries taken over by a new connection from the same client port
+    /// (its flip replaced them before their end was seen).
+    SteeringReplaced => "steering_replaced",
     /// One-way `migrate`: connections moved to a server of another group at a request
     /// boundary.
     Migrations => "migrations",
@@ -226,6 +229,11 @@ impl Stats {
                 row[c as usize].fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Adds `n` (counters that are not refusals).
+    pub fn add(&self, c: Counter, n: u64) {
+        self.counts[c as usize].fetch_add(n, Ordering::Relaxed);
     }
 
     /// Current value.

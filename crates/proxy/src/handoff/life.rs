@@ -15,6 +15,8 @@
 //!   FIN_WAIT2 waiting for a server that has said nothing for 10 s — a pause no HTTP
 //!   exchange makes after the client's FIN; every segment the server sends is ACKed, which
 //!   would have kept the flow from being quiet.
+//! - **replaced**: a new connection from the same client port was handed off (or this one
+//!   migrated) before the old one's end was seen: the flip takes the entry over.
 //! - **idle timeout**: the table's own `flow_timeout` removed the entry; the sweep counts a
 //!   flow older than that which two `flows` dumps in a row (10 s apart) did not list. Not
 //!   one dump: a dump taken while flows come and go can skip elements.
@@ -32,7 +34,7 @@ use oneway::Steering;
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::{SocketAddr, SocketAddrV4};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -67,11 +69,19 @@ fn flows() -> MutexGuard<'static, HashMap<SocketAddrV4, Flow>> {
     FLOWS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Flows whose entry a later flip on the same client port took over, not yet counted.
+static REPLACED: AtomicU64 = AtomicU64::new(0);
+
 /// Steers `client` to `server_mac` for hand-off `id` (the flip, on this worker's handle).
 pub(super) fn flip(client: SocketAddrV4, server_mac: [u8; 6], id: u64) -> io::Result<()> {
     let mut live = flows();
     steering::with(|s| s.flip(client, server_mac))?;
-    live.insert(client, Flow { id, since: Instant::now() });
+    let before = live.insert(client, Flow { id, since: Instant::now() });
+    // A new connection from the same client port (P11), or a migration of this one: the
+    // old entry ends here.
+    if before.is_some() {
+        REPLACED.fetch_add(1, Ordering::Relaxed);
+    }
     Ok(())
 }
 
@@ -158,6 +168,7 @@ impl Sweep {
     }
 
     fn sweep(&mut self, stats: &Stats) {
+        stats.add(Counter::SteeringReplaced, REPLACED.swap(0, Ordering::Relaxed));
         let ended = match self.steering.ended() {
             Ok(ended) => {
                 self.warned = false;
