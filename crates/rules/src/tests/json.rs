@@ -192,3 +192,26 @@ fn traces_show_json_values_and_why_a_path_is_absent() {
     let text = trace.to_string();
     assert!(text.contains("json[\"a b\"] absent (the body is not valid JSON at byte 22)"), "{text}");
 }
+
+#[test]
+fn the_order_api_example_of_the_docs() {
+    let src = r#"
+Review: if (json.order.total > 10000 && !exists(json.order.payment["3ds"])) { routeTo(review); }
+Bulk:   if (exists(json.order.items[49])) { routeTo(bulk); }
+Eu:     if (json.order["ship to"].country == "FR" || json.order["ship to"].country == "DE") { routeTo(eu); }
+"#;
+    let rs = crate::RuleSet::compile(src, std::path::Path::new("docs.rules"), &["review", "bulk", "eu"])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let review = r#"{"order": {"total": 12000, "payment": {"method": "card"}, "items": ["#;
+    assert_eq!(outcome(&rs, &request(&format!("{}{review}", head()))), "Review:review/Off");
+    let items = vec!["{}"; 50].join(",");
+    let bulk = format!(r#"{{"order": {{"total": 5, "items": [{items}"#);
+    assert_eq!(outcome(&rs, &request(&format!("{}{bulk}", head()))), "Bulk:bulk/Off");
+    let eu = r#"{"order": {"total": 5, "items": [], "ship to": {"country": "DE"}}}"#;
+    assert_eq!(outcome(&rs, &post("application/json", eu)), "Eu:eu/Off");
+    assert_eq!(outcome(&rs, &post("text/plain", eu)), "-:default");
+}
+
+fn head() -> &'static str {
+    "POST /orders HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 9999\r\n\r\n"
+}
