@@ -66,11 +66,23 @@ fn is_delimiter(b: u8) -> bool {
 fn skip_string(s: &[u8], at: usize) -> Read {
     let mut i = at + 1;
     loop {
-        let j = i + memchr2(b'"', b'\\', s.get(i..).unwrap_or_default()).ok_or(Stop::End)?;
+        let j = quote_or_backslash(s, i).ok_or(Stop::End)?;
         if s[j] == b'"' {
             return Ok(j + 1);
         }
         i = j + 2; // the escaped byte cannot end the string
+    }
+}
+
+/// The first `"` or `\` at or after `from`. Member names and most values are short, where
+/// a plain loop beats memchr's setup; long strings still get memchr.
+#[inline]
+fn quote_or_backslash(s: &[u8], from: usize) -> Option<usize> {
+    let near = s.len().min(from.saturating_add(16));
+    match s.get(from..near)?.iter().position(|&b| b == b'"' || b == b'\\') {
+        Some(p) => Some(from + p),
+        None if near < s.len() => memchr2(b'"', b'\\', &s[near..]).map(|p| near + p),
+        None => None,
     }
 }
 
