@@ -2,7 +2,7 @@
 //! targets in `fuzz_targets/` call them, and `crates/cswitch/tests/fuzz_corpus.rs` replays
 //! the seed corpora in `seeds/` through the same functions on stable Rust (CI), so a body
 //! is written once. Every reader of network input is here: HTTP heads and chunked bodies,
-//! rule sources, TLS hellos, the SMTP / POP3 / IMAP fronts and replays, the agents' UDP
+//! rule sources, JSON bodies under rules, TLS hellos, the SMTP / POP3 / IMAP fronts and replays, the agents' UDP
 //! reports, and config files. Each must never panic; where cheap, an invariant is checked.
 #![allow(dead_code)] // each target uses one function
 
@@ -13,6 +13,7 @@ use http1::{
 use rules::{Action, EvalState, Outcome, OwnedRequest, RuleSet, Trace};
 use std::net::{IpAddr, Ipv6Addr};
 use std::path::Path;
+use std::sync::OnceLock;
 
 /// A target's body.
 pub type Body = fn(&[u8]);
@@ -23,6 +24,7 @@ pub const TARGETS: &[(&str, Body)] = &[
     ("response_head", response_head),
     ("chunked", chunked),
     ("rules_parse", rules_parse),
+    ("json_body", json_body),
     ("tls_client_hello", tls_client_hello),
     ("tls_server_hello", tls_server_hello),
     ("smtp_front", smtp_front),
@@ -137,7 +139,10 @@ fn requests() -> Vec<OwnedRequest> {
 <totalAmount>52000</totalAmount></purchase><purchase><totalAmount>20000</totalAmount></purchase>";
     let form = "a=1&xml=%3Cpurchase%3E%3CtotalAmount%3E7%3C%2FtotalAmount%3E%3C%2Fpurchase%3E&b=2";
     let mut out = Vec::new();
-    for (ct, body) in [("text/xml", xml), ("application/x-www-form-urlencoded", form)] {
+    let json = r#"{"purchase": {"customerName": "CCL", "totalAmount": 52000, "items": [{"subTotal": 5e4}]}}"#;
+    for (ct, body) in
+        [("text/xml", xml), ("application/x-www-form-urlencoded", form), ("application/json", json)]
+    {
         let raw = format!(
             "POST /cgi-bin/xmlprocess.pl?q=1&r=%41 HTTP/1.1\r\nHost: Shop.example:8080\r\nCookie: sid=9; a=b\r\n\
 X-Tenant: blue\r\nContent-Type: {ct}\r\nContent-Length: {}\r\n\r\n{body}",
@@ -184,6 +189,49 @@ pub fn rules_parse(data: &[u8]) {
             assert_ne!(fast, "more");
         }
     }
+}
+
+/// Rules reading JSON paths of every kind: keys, 0-based indexes, quoted keys, deep paths,
+/// containers as values, numbers, strings and `exists`.
+const JSON_RULES: &str = r#"
+A: if (json.order.total > 100 && exists(json.order.items[1].sku)) { routeTo(api); }
+B: if (json["a b"][0][1] == "x" || json.s == json.t) { routeTo(web); }
+C: if (match(json.order.id, "^A") || json[2].k < 3 || json[0] == 1) { deny(); }
+D: if (exists(json.d[0][0][0][0][0][0][0][0]) && !exists(json.order.coupon)) { drop(); }
+E: if (contains(json.order, "vip") || json.order.items[0].qty >= 2.5) { setHeader("X-V", "1"); }
+"#;
+
+/// What the JSON rules decide for `body` sent as application/json, whole and cut to its
+/// first `cut` bytes; the indexed and traced walks must agree on both.
+pub fn json_outcomes(body: &[u8], cut: usize) -> (String, String) {
+    static RULES: OnceLock<RuleSet> = OnceLock::new();
+    let rs = RULES.get_or_init(|| RuleSet::compile(JSON_RULES, Path::new("json.rules"), GROUPS).unwrap());
+    let head = b"POST /api HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n\r\n";
+    let mut req =
+        OwnedRequest::parse(head, "192.0.2.7:40000".parse().unwrap(), "198.51.100.1:80".parse().unwrap())
+            .unwrap();
+    req.body = body.to_vec();
+    req.body_complete = true;
+    let (mut st, mut traced_st, mut trace) = (EvalState::new(), EvalState::new(), Trace::new());
+    let mut decide = |req: &OwnedRequest| {
+        let fast = summary(rs.evaluate(req, &mut st, None));
+        let traced = summary(rs.evaluate(req, &mut traced_st, Some(&mut trace)));
+        assert_eq!(fast, traced, "{trace}");
+        let _ = trace.to_string();
+        fast
+    };
+    (decide(&req), decide(&req.with_body_prefix(cut)))
+}
+
+/// JSON bodies under rules that read JSON paths: never panics (deep nesting included), a
+/// complete body always decides, and the body cut where the first byte says decides "need
+/// more" or what the whole body decides.
+pub fn json_body(input: &[u8]) {
+    let Some((&at, body)) = input.split_first() else { return };
+    let cut = usize::from(at) * body.len() / 255;
+    let (whole, part) = json_outcomes(body, cut);
+    assert_ne!(whole, "more");
+    assert!(part == "more" || part == whole, "cut at {cut}: {part} vs {whole}");
 }
 
 /// Splits `input` at a point its first byte chooses (the rest is the data).

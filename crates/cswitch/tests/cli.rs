@@ -174,6 +174,40 @@ fn explain_shows_the_rules_tried_and_the_server() {
 }
 
 #[test]
+fn explain_shows_json_values_and_why_a_json_path_is_absent() {
+    let dir = rules_fixture(
+        "explain-json",
+        "R6: if (json.purchase.total > 5000 || exists(json[\"gift note\"])) { routeTo(hsServers, NONSTICKY); }\n",
+    );
+    let cases = [
+        ("application/json", r#"{"purchase": {"total": 7000}}"#, "[json.purchase.total = \"7000\"]"),
+        ("text/plain", r#"{"purchase": {"total": 7000}}"#, "json.purchase.total absent (not a JSON body"),
+        (
+            "application/json",
+            r#"{"purchase": {"total" 7000}}"#,
+            "absent (the body is not valid JSON at byte 22)",
+        ),
+    ];
+    for (content_type, body, want) in cases {
+        let raw = format!(
+            "POST /buy HTTP/1.1\nHost: shop\nContent-Type: {content_type}\nContent-Length: {}\n\n{body}",
+            body.len()
+        );
+        std::fs::write(dir.join("req.http"), raw).unwrap();
+        let out = cswitch()
+            .args(["explain", "--config"])
+            .arg(dir.join("cswitch.toml"))
+            .arg("--request")
+            .arg(dir.join("req.http"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains(want), "{content_type} {body}: {text}");
+    }
+}
+
+#[test]
 fn a_changed_rule_file_is_reloaded_without_a_signal() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let (a, b) =

@@ -65,6 +65,15 @@ fn the_seeds_are_valid_inputs_where_they_should_be() {
         }
     }
     assert!(saw_data, "the SMTP seed reaches DATA");
+    for (seed, decision) in [
+        ("json_body/order", "\"A\")) route 1"),
+        ("json_body/malformed", "\"B\")) route 0"),
+        ("json_body/array", "\"C\")) Deny"),
+        ("json_body/deep", "\"D\")) Drop"),
+    ] {
+        let (whole, _) = bodies::json_outcomes(&read(seed)[1..], 0);
+        assert!(whole.contains(decision), "{seed}: {whole}");
+    }
     for config in ["config_load/cswitch.toml", "config_load/demo.toml"] {
         let text = String::from_utf8(read(config)).unwrap();
         let _ = config::parse(&text, Path::new(config)); // examples may name files elsewhere

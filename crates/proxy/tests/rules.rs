@@ -1,7 +1,7 @@
 //! The rule language through the running switch: the paper's rules (seed 000 §5.1) on the
 //! §4.3 purchase documents, as text/xml and as urlencoded forms, bodies cut into small
 //! writes; stickiness; deny / drop / redirect / setHeader; the body cap; a rule swap
-//! under load.
+//! under load; JSON bodies routed by their fields (whole, in small writes, past the cap).
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 use proxy::{Counter, Switch};
@@ -280,4 +280,77 @@ async fn a_bad_rule_file_is_refused_with_its_position() {
     // The old rules still run.
     let mut c = RawClient::connect(r.addr).await.unwrap();
     assert_eq!(who(&mut c, b"GET /a.gif HTTP/1.1\r\nHost: s\r\n\r\n").await, "server3");
+}
+
+/// JSON fields (issue 15 part 6): the order's total, a quoted key, an array element.
+fn json_rules(_: u16) -> String {
+    r#"
+Vip: if (json.order.total > 50000 || json.order.customer["full name"] == "CCL") { routeTo(server1); }
+Sku: if (json.order.items[1].sku == "X-9") { routeTo(server2); }
+Api: if (exists(json.order)) { routeTo(api); }
+"#
+    .to_string()
+}
+
+fn order(total: u32, second_sku: &str, note: &str) -> String {
+    format!(
+        r#"{{"order": {{"note": "{note}", "customer": {{"full name": "C\u0044L"}}, "items": [{{"sku": "A-1"}}, {{"sku": "{second_sku}"}}], "total": {total}}}}}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_bodies_route_by_their_fields() {
+    let r = rig("json", json_rules, "").await;
+    let mut c = RawClient::connect(r.addr).await.unwrap();
+    let cases = [
+        (post("/api/orders", "application/json", &order(60000, "B-2", "")), "server1"),
+        (post("/api/orders", "application/json; charset=utf-8", &order(100, "X-9", "")), "server2"),
+        (post("/api/orders", "application/vnd.shop+json", &order(100, "B-2", "")), "api"),
+        (
+            post("/api/orders", "application/json", r#"{"order": {"customer": {"full name": "CCL"}}}"#),
+            "server1",
+        ),
+        // Not JSON by its Content-Type: the JSON rules read nothing; the default group.
+        (post("/api/orders", "text/plain", &order(60000, "X-9", "")), "web"),
+        // Malformed before the fields: they are absent.
+        (post("/api/orders", "application/json", r#"{"order": {"total" 60000}}"#), "web"),
+    ];
+    for (req, want) in cases {
+        assert_eq!(who(&mut c, &req).await, want, "{}", String::from_utf8_lossy(&req));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_body_in_small_writes_decides_as_whole_and_reaches_the_origin_whole() {
+    let r = rig("json-split", json_rules, "").await;
+    let mut c = RawClient::connect(r.addr).await.unwrap();
+    for (doc, want) in [(order(60000, "B-2", "a b"), "server1"), (order(7, "X-9", "c"), "server2")] {
+        let req = post("/api/orders", "application/json", &doc);
+        let s = c.stream();
+        for piece in req.chunks(7) {
+            s.write_all(piece).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let resp = c.read_response().await.unwrap();
+        assert_eq!(resp.header("X-Origin"), Some(want));
+        let seen = r._origins.iter().find(|o| o.name() == want).unwrap().requests().pop().unwrap();
+        assert_eq!(seen.body, doc.as_bytes());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_field_beyond_the_rule_body_limit_is_answered_413() {
+    let r = rig("json-413", json_rules, "[limits]\nrule_body_bytes = 1024\n").await;
+    let note = "n".repeat(2000);
+    // The total comes after 2 KB of note: the rules cannot decide within 1 KiB.
+    let mut c = RawClient::connect(r.addr).await.unwrap();
+    c.send(&post("/api/orders", "application/json", &order(60000, "B-2", &note))).await.unwrap();
+    assert_eq!(c.read_response().await.unwrap().status, 413);
+    // The same size with the deciding member first: decided in the first bytes, forwarded.
+    let first = format!(r#"{{"order": {{"total": 60000, "note": "{note}"}}}}"#);
+    let mut c = RawClient::connect(r.addr).await.unwrap();
+    assert_eq!(who(&mut c, &post("/api/orders", "application/json", &first)).await, "server1");
+    // A large body that is not JSON never waits for the JSON rules.
+    let mut c = RawClient::connect(r.addr).await.unwrap();
+    assert_eq!(who(&mut c, &post("/api/orders", "text/plain", &note)).await, "web");
 }

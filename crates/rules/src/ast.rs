@@ -61,6 +61,7 @@ pub(crate) enum ExprKind {
     /// A bare name: a field (`url`), a group or stickiness in `routeTo`.
     Ident(String),
     Xml(XmlPath),
+    Json(JsonPath),
     /// `name(args)`: a function (`match`) or a field with an argument (`header`).
     Call {
         name: Name,
@@ -140,6 +141,49 @@ impl fmt::Display for XmlPath {
     }
 }
 
+/// `json.order.items[0].sku` as steps.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct JsonPath {
+    pub steps: Vec<JsonStep>,
+}
+
+/// One step of a JSON path.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum JsonStep {
+    /// A member of an object, by its name (unescaped).
+    Key(String),
+    /// An element of an array, 0-based.
+    Index(u32),
+}
+
+/// Whether a key can be written after a `.` rather than quoted in brackets.
+pub(crate) fn is_bare_key(key: &str) -> bool {
+    !key.is_empty() && key.chars().all(is_bare_key_char)
+}
+
+/// Characters of a key written after `.` (any letter or digit, `_`, `-`, `$`, `@`).
+pub(crate) fn is_bare_key_char(c: char) -> bool {
+    c.is_alphanumeric() || matches!(c, '_' | '-' | '$' | '@')
+}
+
+impl fmt::Display for JsonPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("json")?;
+        for step in &self.steps {
+            match step {
+                JsonStep::Key(k) if is_bare_key(k) => write!(f, ".{k}")?,
+                JsonStep::Key(k) => {
+                    f.write_char('[')?;
+                    write_string(f, k)?;
+                    f.write_char(']')?;
+                }
+                JsonStep::Index(i) => write!(f, "[{i}]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
 impl fmt::Display for Program {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for rule in &self.rules {
@@ -197,6 +241,7 @@ impl fmt::Display for Expr {
             ExprKind::Str(s) => write_string(f, s),
             ExprKind::Ident(s) => f.write_str(s),
             ExprKind::Xml(p) => write!(f, "{p}"),
+            ExprKind::Json(p) => write!(f, "{p}"),
             ExprKind::Call { name, args } => write_call(f, &name.text, args),
             ExprKind::Not(e) => {
                 f.write_char('!')?;

@@ -1,15 +1,25 @@
-//! Where the XML document is (seed 000 §4.2): a urlencoded body carries it in a form field
-//! (the listener's `xml_form_field`, or else the first field whose decoded value starts
-//! with `<`), which is decoded first; any other body is read as it is.
+//! Where the body's document is. XML (seed 000 §4.2): a urlencoded body carries it in a
+//! form field (the listener's `xml_form_field`, or else the first field whose decoded value
+//! starts with `<`), which is decoded first; any other body is read as it is. JSON: only a
+//! body whose Content-Type says JSON is read, so JSON rules never wait for other bodies.
 
-use crate::fields::is_form;
+use crate::fields::{is_form, is_json};
 use crate::form;
+use crate::pathstate::PathState;
 use crate::request::Request;
-use crate::xml::PathState;
 use crate::{EvalState, RuleSet};
 
 /// Prefixes of a form-carried document that are decoded and scanned on their own first.
 const PREFIXES: [usize; 2] = [1 << 10, 32 << 10];
+
+/// Resolves every JSON path of `rs` into `st.json`.
+pub(crate) fn scan_json(rs: &RuleSet, st: &mut EvalState, req: &impl Request) {
+    if !is_json(req) {
+        return st.json.not_json(&rs.json);
+    }
+    let body = req.body();
+    st.json.scan(&rs.json, body.bytes, body.complete);
+}
 
 /// Resolves every XML path of `rs` into `st.xml`.
 pub(crate) fn scan_xml(rs: &RuleSet, st: &mut EvalState, req: &impl Request) {

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 
 use regex_automata::util::syntax;
 
-use crate::ast::{CmpOp, Expr, ExprKind, Name, XmlPath};
+use crate::ast::{CmpOp, Expr, ExprKind, JsonPath, Name, XmlPath};
 use crate::diag::{did_you_mean, Reporter, Span};
 use crate::ir::{Atom, Cond, Fetch, Ir, Lit, Num, Operand, SetKind};
 
@@ -33,6 +33,7 @@ pub(crate) struct Checker<'r, 's> {
     fetch_ids: HashMap<Fetch, u32>,
     atom_ids: HashMap<String, u32>,
     xml_ids: HashMap<XmlPath, u32>,
+    json_ids: HashMap<JsonPath, u32>,
 }
 
 impl<'r, 's> Checker<'r, 's> {
@@ -43,6 +44,7 @@ impl<'r, 's> Checker<'r, 's> {
             fetch_ids: HashMap::new(),
             atom_ids: HashMap::new(),
             xml_ids: HashMap::new(),
+            json_ids: HashMap::new(),
         }
     }
 
@@ -105,6 +107,14 @@ impl<'r, 's> Checker<'r, 's> {
                 });
                 Some(Operand::Fetch(self.fetch(Fetch::Xml(id))))
             }
+            ExprKind::Json(path) => {
+                let next = self.ir.json_paths.len() as u32;
+                let id = *self.json_ids.entry(path.clone()).or_insert_with(|| {
+                    self.ir.json_paths.push(path.clone());
+                    next
+                });
+                Some(Operand::Fetch(self.fetch(Fetch::Json(id))))
+            }
             ExprKind::Call { name, args } => self.call_value(name, args, e),
             _ => {
                 let hint = "compare values, not conditions: `a == b`; combine conditions with && and ||";
@@ -137,7 +147,10 @@ impl<'r, 's> Checker<'r, 's> {
     }
 
     fn unknown_field(&mut self, name: &str, span: Span) -> Option<Operand> {
-        if NAMED_FIELDS.contains(&name) {
+        if name == "json" || name == "xml" {
+            let hint = if name == "json" { crate::jsonpath::HINT } else { "write xml.tag/tag:2" };
+            self.rep.error(span, format!("'{name}' needs a path"), Some(hint.into()));
+        } else if NAMED_FIELDS.contains(&name) {
             let hint = format!("write {name}(\"name\")");
             self.rep.error(span, format!("'{name}' needs a name"), Some(hint));
         } else if FUNCTIONS.contains(&name) {
@@ -149,7 +162,7 @@ impl<'r, 's> Checker<'r, 's> {
                 None => format!("unknown field '{name}'"),
             };
             let hint = format!(
-                "fields are {}, header(\"…\"), cookie(\"…\"), arg(\"…\"), form(\"…\"), xml.tag/…, tls.sni, smtp.rcpt_to, pop.user, imap.user, …",
+                "fields are {}, header(\"…\"), cookie(\"…\"), arg(\"…\"), form(\"…\"), xml.tag/…, json.key[0]…, tls.sni, smtp.rcpt_to, pop.user, imap.user, …",
                 FIELDS.join(", ")
             );
             self.rep.error(span, message, Some(hint));

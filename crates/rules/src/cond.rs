@@ -11,9 +11,10 @@ use crate::check::mask;
 use crate::compile::FetchPlan;
 use crate::fields::{self, Val};
 use crate::ir::{Atom, Cond, Fetch, FetchName, Num, Operand, SetKind};
+use crate::json::Source;
+use crate::pathstate::PathState;
 use crate::request::Request;
 use crate::trace::{quote, TraceTest, Truth};
-use crate::xml::PathState;
 use crate::{EvalState, RuleSet};
 
 /// One evaluation in progress.
@@ -116,7 +117,8 @@ impl<R: Request> Ctx<'_, R> {
                 Val::Unknown => V::Unknown,
                 v => {
                     let b = self.bytes(v);
-                    V::Bytes(b, Num::parse(b))
+                    let num = if matches!(v, Val::Json(_)) { Num::parse_json(b) } else { Num::parse(b) };
+                    V::Bytes(b, num)
                 }
             },
             Operand::Strcmp(a, b) => match (self.value(a), self.value(b)) {
@@ -135,13 +137,7 @@ impl<R: Request> Ctx<'_, R> {
     }
 
     pub fn bytes(&self, v: Val) -> &[u8] {
-        match v {
-            Val::Arena(start, len) => {
-                self.st.arena.get(start as usize..(start + len) as usize).unwrap_or_default()
-            }
-            Val::Xml(p) => self.st.xml.values.get(p as usize).map_or(&[], Vec::as_slice),
-            Val::Absent | Val::Unknown => &[],
-        }
+        val_bytes(&self.st.arena, &self.st.xml.values, &self.st.json.values, v)
     }
 
     /// The value of fetch `f`, computing it (and its automata) on first use.
@@ -152,6 +148,7 @@ impl<R: Request> Ctx<'_, R> {
         }
         let v = match &self.rs.ir.fetches[i] {
             Fetch::Xml(p) => self.xml(*p),
+            Fetch::Json(p) => self.json(*p),
             other => fields::read(other, self.req, &mut self.st.arena),
         };
         self.st.vals[i] = v;
@@ -165,11 +162,15 @@ impl<R: Request> Ctx<'_, R> {
             self.st.xml_stamp = self.st.generation;
             crate::body::scan_xml(self.rs, self.st, self.req);
         }
-        match self.st.xml.states.get(path as usize) {
-            Some(PathState::Found) => Val::Xml(path),
-            Some(PathState::Absent) | None => Val::Absent,
-            Some(PathState::Pending) => Val::Unknown,
+        path_val(self.st.xml.states.get(path as usize), Val::Xml(path))
+    }
+
+    fn json(&mut self, path: u32) -> Val {
+        if self.st.json_stamp != self.st.generation {
+            self.st.json_stamp = self.st.generation;
+            crate::body::scan_json(self.rs, self.st, self.req);
         }
+        path_val(self.st.json.states.get(path as usize), Val::Json(path))
     }
 
     /// Runs the field's automata, records which of its tests hold, and adds the rules
@@ -189,10 +190,7 @@ impl<R: Request> Ctx<'_, R> {
             _ => {}
         }
         let st = &mut *self.st;
-        let hay = match v {
-            Val::Arena(s, l) => st.arena.get(s as usize..(s + l) as usize).unwrap_or_default(),
-            _ => st.xml.values.get(val_xml(v)).map_or(&[][..], Vec::as_slice),
-        };
+        let hay = val_bytes(&st.arena, &st.xml.values, &st.json.values, v);
         run_automata(plan, f as usize, hay, &mut st.atom_bits, &mut st.regex_scratch);
         let mut a = start;
         while let Some(hit) = bits::next_set_below(&st.atom_bits, a, end) {
@@ -209,9 +207,9 @@ impl<R: Request> Ctx<'_, R> {
         let saw = fetches
             .into_iter()
             .map(|f| {
-                let name = FetchName(&self.rs.ir.fetches[f as usize], &self.rs.ir.xml_paths).to_string();
+                let name = FetchName(&self.rs.ir.fetches[f as usize], &self.rs.ir).to_string();
                 match self.fetch(f) {
-                    Val::Absent => format!("{name} absent"),
+                    Val::Absent => format!("{name} absent{}", self.absent_note(f)),
                     Val::Unknown => format!("{name} not received yet"),
                     v => format!("{name} = {}", quote(self.bytes(v))),
                 }
@@ -219,12 +217,38 @@ impl<R: Request> Ctx<'_, R> {
             .collect();
         TraceTest { test: self.rs.ir.atom_text[a as usize].clone(), saw, result }
     }
+
+    /// Why a JSON path is absent when the scan did not read the body through (traces).
+    fn absent_note(&self, f: u32) -> String {
+        if !matches!(self.rs.ir.fetches[f as usize], Fetch::Json(_)) {
+            return String::new();
+        }
+        match self.st.json.source {
+            Source::Json => String::new(),
+            Source::NotJson => " (not a JSON body: Content-Type is not application/json or …+json)".into(),
+            Source::Malformed(at) => format!(" (the body is not valid JSON at byte {at})"),
+        }
+    }
 }
 
-fn val_xml(v: Val) -> usize {
+/// Where a fetched value's bytes are. The state's parts come apart so the automata can
+/// set result bits in the state while they read a value held in it.
+fn val_bytes<'s>(arena: &'s [u8], xml: &'s [Vec<u8>], json: &'s [Vec<u8>], v: Val) -> &'s [u8] {
+    let body = |values: &'s [Vec<u8>], p: u32| values.get(p as usize).map_or(&[][..], Vec::as_slice);
     match v {
-        Val::Xml(p) => p as usize,
-        _ => usize::MAX,
+        Val::Arena(start, len) => arena.get(start as usize..(start + len) as usize).unwrap_or_default(),
+        Val::Xml(p) => body(xml, p),
+        Val::Json(p) => body(json, p),
+        Val::Absent | Val::Unknown => &[],
+    }
+}
+
+/// A body path's value from what its scan knows.
+fn path_val(state: Option<&PathState>, found: Val) -> Val {
+    match state {
+        Some(PathState::Found) => found,
+        Some(PathState::Absent) | None => Val::Absent,
+        Some(PathState::Pending) => Val::Unknown,
     }
 }
 

@@ -7,6 +7,7 @@ use crate::bits::Candidates;
 use crate::cond::Ctx;
 use crate::fields::Val;
 use crate::ir::{End, Final, LBlock};
+use crate::json::JsonScratch;
 use crate::request::Request;
 use crate::trace::{Trace, TraceRule, Truth};
 use crate::xml::XmlScratch;
@@ -27,6 +28,8 @@ pub struct EvalState {
     pub(crate) regex_scratch: crate::cond::RegexScratch,
     pub(crate) xml: XmlScratch,
     pub(crate) xml_stamp: u32,
+    pub(crate) json: JsonScratch,
+    pub(crate) json_stamp: u32,
     pub(crate) form_buf: Vec<u8>,
     pub(crate) headers: Vec<u32>,
 }
@@ -47,6 +50,7 @@ impl EvalState {
         if self.generation == 0 {
             self.stamp.fill(0);
             self.xml_stamp = 0;
+            self.json_stamp = 0;
             self.generation = 1;
         }
         self.arena.clear();

@@ -1,6 +1,6 @@
 //! Reading one field from the request into the per-worker arena. Head fields are always
 //! known; `bodylen` and `form(…)` may be "not yet known" while the body is arriving. XML
-//! paths are read by `xml.rs` in one pass for all of them.
+//! and JSON paths are read by `xml.rs` and `json.rs`, each in one pass for all of them.
 
 use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr};
@@ -20,6 +20,8 @@ pub(crate) enum Val {
     Arena(u32, u32),
     /// The value of XML path `n` (in the XML scratch).
     Xml(u32),
+    /// The value of JSON path `n` (in the JSON scratch).
+    Json(u32),
 }
 
 fn push(arena: &mut Vec<u8>, bytes: &[u8]) -> Val {
@@ -42,11 +44,23 @@ fn ip(addr: SocketAddr) -> IpAddr {
     }
 }
 
+/// The media type of the body (`type/subtype`, parameters and spaces removed).
+fn media_type(req: &impl Request) -> Option<&[u8]> {
+    let ct = req.header("content-type")?;
+    Some(trim(ct.split(|b| *b == b';').next().unwrap_or_default()))
+}
+
 /// Whether the request body is `application/x-www-form-urlencoded`.
 pub(crate) fn is_form(req: &impl Request) -> bool {
-    req.header("content-type").is_some_and(|ct| {
-        let mime = ct.split(|b| *b == b';').next().unwrap_or_default();
-        trim(mime).eq_ignore_ascii_case(b"application/x-www-form-urlencoded")
+    media_type(req).is_some_and(|m| m.eq_ignore_ascii_case(b"application/x-www-form-urlencoded"))
+}
+
+/// Whether the request body is JSON: `application/json`, or any type with the `+json`
+/// structured-syntax suffix (RFC 6839: `application/vnd.api+json`, `application/problem+json`).
+pub(crate) fn is_json(req: &impl Request) -> bool {
+    media_type(req).is_some_and(|m| {
+        let suffix = m.len() > 5 && m[m.len() - 5..].eq_ignore_ascii_case(b"+json") && m.contains(&b'/');
+        m.eq_ignore_ascii_case(b"application/json") || suffix
     })
 }
 
@@ -56,7 +70,7 @@ pub(crate) fn trim(b: &[u8]) -> &[u8] {
     &b[start..end.max(start)]
 }
 
-/// Reads `fetch` (anything but `Xml`) into `arena`.
+/// Reads `fetch` (anything but `Xml` and `Json`) into `arena`.
 pub(crate) fn read(fetch: &Fetch, req: &impl Request, arena: &mut Vec<u8>) -> Val {
     let opt = |arena: &mut Vec<u8>, v: Option<&[u8]>| v.map_or(Val::Absent, |v| push(arena, v));
     match fetch {
@@ -76,7 +90,7 @@ pub(crate) fn read(fetch: &Fetch, req: &impl Request, arena: &mut Vec<u8>) -> Va
         Fetch::Arg(name) => arg(req, name, arena),
         Fetch::Form(name) => form_field(req, name, arena),
         Fetch::BodyLen => body_len(req, arena),
-        Fetch::Xml(_) => Val::Absent,
+        Fetch::Xml(_) | Fetch::Json(_) => Val::Absent,
         Fetch::Proto(field) => opt(arena, req.proto_field(*field)),
     }
 }

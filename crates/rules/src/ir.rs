@@ -5,7 +5,7 @@
 use std::fmt;
 use std::net::IpAddr;
 
-use crate::ast::{CmpOp, XmlPath};
+use crate::ast::{CmpOp, JsonPath, XmlPath};
 
 /// Something read from the request. Each distinct fetch is computed at most once per
 /// evaluation, only when a condition that reaches it needs it.
@@ -30,6 +30,8 @@ pub(crate) enum Fetch {
     Form(String),
     /// Index into `Ir::xml_paths`.
     Xml(u32),
+    /// Index into `Ir::json_paths`.
+    Json(u32),
     /// A field of the listener's protocol (`tls.sni`, `smtp.rcpt_to`, …).
     Proto(crate::ProtoField),
 }
@@ -37,12 +39,12 @@ pub(crate) enum Fetch {
 impl Fetch {
     /// Whether the value may depend on body bytes (and so be "not yet known").
     pub fn reads_body(&self) -> bool {
-        matches!(self, Fetch::BodyLen | Fetch::Form(_) | Fetch::Xml(_))
+        matches!(self, Fetch::BodyLen | Fetch::Form(_) | Fetch::Xml(_) | Fetch::Json(_))
     }
 }
 
-/// How the field is written in rules (for traces).
-pub(crate) struct FetchName<'a>(pub &'a Fetch, pub &'a [XmlPath]);
+/// How the field is written in rules (for traces); the program holds the body paths.
+pub(crate) struct FetchName<'a>(pub &'a Fetch, pub &'a Ir);
 
 impl fmt::Display for FetchName<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -63,7 +65,8 @@ impl fmt::Display for FetchName<'_> {
             Fetch::Cookie(n) => return write!(f, "cookie({n:?})"),
             Fetch::Arg(n) => return write!(f, "arg({n:?})"),
             Fetch::Form(n) => return write!(f, "form({n:?})"),
-            Fetch::Xml(i) => return self.1.get(*i as usize).map_or(Ok(()), |p| write!(f, "{p}")),
+            Fetch::Xml(i) => return self.1.xml_paths.get(*i as usize).map_or(Ok(()), |p| write!(f, "{p}")),
+            Fetch::Json(i) => return self.1.json_paths.get(*i as usize).map_or(Ok(()), |p| write!(f, "{p}")),
             Fetch::Proto(p) => p.name(),
         };
         f.write_str(s)
@@ -154,6 +157,15 @@ impl Num {
         text.parse::<f64>().ok().map(Num::Float)
     }
 
+    /// What `parse` reads, and also any JSON number (`1.5e3`): a JSON value that is a
+    /// number in JSON's grammar compares as one.
+    pub fn parse_json(b: &[u8]) -> Option<Num> {
+        Num::parse(b).or_else(|| {
+            let f: f64 = std::str::from_utf8(b).ok()?.parse().ok()?;
+            (crate::jsonread::is_number(b) && f.is_finite()).then_some(Num::Float(f))
+        })
+    }
+
     pub fn cmp(self, other: Num) -> std::cmp::Ordering {
         match (self, other) {
             (Num::Int(a), Num::Int(b)) => a.cmp(&b),
@@ -225,6 +237,7 @@ pub(crate) struct Ir {
     /// Each atom as written (first occurrence), for traces.
     pub atom_text: Vec<String>,
     pub xml_paths: Vec<XmlPath>,
+    pub json_paths: Vec<JsonPath>,
     pub finals: Vec<Final>,
     pub set_headers: Vec<(String, String)>,
 }

@@ -1,6 +1,7 @@
 //! Lexer: source text → tokens with byte spans. Errors are reported and the offending
 //! character skipped, so one typo does not hide the errors after it.
 
+use crate::ast::is_bare_key_char;
 use crate::diag::{Reporter, Span};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -9,6 +10,8 @@ pub(crate) enum Tok {
     Ident(String),
     /// `xml.` and the tag path after it (without the `xml.`).
     Xml(String),
+    /// `json` and the path after it, which starts with `.` or `[` (without the `json`).
+    Json(String),
     /// A string literal, escapes resolved.
     Str(String),
     /// A number literal as written (`52000`, `-1.5`).
@@ -38,6 +41,7 @@ impl Tok {
         match self {
             Tok::Ident(s) => format!("'{s}'"),
             Tok::Xml(s) => format!("'xml.{s}'"),
+            Tok::Json(s) => format!("'json{s}'"),
             Tok::Str(_) => "a string".into(),
             Tok::Num(n) => format!("'{n}'"),
             Tok::Eof => "the end of the file".into(),
@@ -164,9 +168,47 @@ impl Lexer<'_> {
             let path = self.src[path_start..self.pos].to_string();
             return self.push(Tok::Xml(path), start);
         }
+        if &self.src[start..self.pos] == "json" && matches!(self.peek(), Some('.' | '[')) {
+            let path_start = self.pos;
+            self.json_path();
+            let path = self.src[path_start..self.pos].to_string();
+            return self.push(Tok::Json(path), start);
+        }
         self.take_while(is_ident_char);
         let text = self.src[start..self.pos].to_string();
         self.push(Tok::Ident(text), start);
+    }
+
+    /// The steps of a JSON path: bare keys, dots, brackets, and quoted keys right after a
+    /// `[` (up to their closing quote or the end of the line). Whether they form a path is
+    /// the parser's business, so its errors can point at the faulty character.
+    fn json_path(&mut self) {
+        while let Some(c) = self.peek() {
+            if c == '"' && self.src[..self.pos].ends_with('[') {
+                self.bump();
+                self.quoted_key_rest();
+            } else if is_bare_key_char(c) || matches!(c, '.' | '[' | ']') {
+                self.bump();
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn quoted_key_rest(&mut self) {
+        while let Some(c) = self.peek() {
+            match c {
+                '\n' => return,
+                '"' => return self.bump(),
+                '\\' => {
+                    self.bump();
+                    if self.peek().is_some_and(|c| c != '\n') {
+                        self.bump();
+                    }
+                }
+                _ => self.bump(),
+            }
+        }
     }
 
     fn string(&mut self, rep: &mut Reporter<'_>) {

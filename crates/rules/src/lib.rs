@@ -2,8 +2,9 @@
 //!
 //! This crate owns the rules from text to decision: lexing, parsing, checking (every
 //! error with file:line:col, a caret line and a suggestion), compiling into per-field
-//! automata and a rule index, and evaluating a request — including reading XML tag paths
-//! and urlencoded forms out of a body that may still be arriving. It touches no socket.
+//! automata and a rule index, and evaluating a request — including reading XML tag paths,
+//! JSON member paths and urlencoded forms out of a body that may still be arriving. It
+//! touches no socket.
 //!
 //! # API
 //!
@@ -39,7 +40,7 @@
 //!
 //! Evaluation allocates nothing once a worker's [`EvalState`] buffers have grown to fit,
 //! except that an XML value with entity references is unescaped into a fresh string and a
-//! [`Trace`] allocates freely.
+//! [`Trace`] allocates freely. (JSON values, escapes included, go into reused buffers.)
 //!
 //! # Layout
 //!
@@ -48,9 +49,12 @@
 //! fire warnings); `diag` holds diagnostics. Back end: `compile` (per-field regex set,
 //! Aho-Corasick and equality table; the rule index), `regexset`, `ruleset` (the public type),
 //! `eval` (the walk, outcome types), `cond` (three-valued conditions, lazy fetches),
-//! `fields` (head fields), `form` (urlencoded), `body` + `xml` + `markup` (XML tag paths, one
-//! streaming pass), `trace`, `bits`; `request` (the request trait). Tests: `src/tests/`
-//! (unit, property) and `tests/` (the paper's rules end to end).
+//! `fields` (head fields), `form` (urlencoded), `body` (where the document is) + `xml` +
+//! `markup` (XML tag paths, one streaming pass), `json` + `jsonread` (JSON paths, one
+//! streaming pass; `jsonpath` parses their text), `pathstate` (what both scans know of a
+//! path), `trace`, `bits`; `request` (the request trait). Tests: `src/tests/` (unit,
+//! property; serde_json and quick-xml as references) and `tests/` (the paper's rules end to
+//! end).
 
 mod ast;
 mod bits;
@@ -63,10 +67,14 @@ mod eval;
 mod fields;
 mod form;
 mod ir;
+mod json;
+mod jsonpath;
+mod jsonread;
 mod lexer;
 mod lower;
 mod markup;
 mod parser;
+mod pathstate;
 mod proto;
 mod reach;
 mod regexset;

@@ -172,7 +172,10 @@ impl Lowerer<'_, '_, '_, '_> {
         let name = match &arg.kind {
             ExprKind::Ident(s) | ExprKind::Str(s) => s,
             _ => {
-                self.ck.rep.error(arg.span, "routeTo needs a group name", None);
+                // `xml.…` and `json…` read as body paths, so such group names need quotes.
+                let hint = matches!(arg.kind, ExprKind::Xml(_) | ExprKind::Json(_))
+                    .then(|| format!("quote a group named like a body path: routeTo(\"{arg}\")"));
+                self.ck.rep.error(arg.span, "routeTo needs a group name", hint);
                 return None;
             }
         };

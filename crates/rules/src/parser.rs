@@ -6,15 +6,16 @@
 //! action  = "goto" label | name "(" [ or { "," or } ] ")"
 //! or      = and { "||" and }        and = unary { "&&" unary }
 //! unary   = "!" unary | cmp         cmp = primary [ cmpop primary ]
-//! primary = "(" or ")" | "true" | "false" | number | string | xmlpath
+//! primary = "(" or ")" | "true" | "false" | number | string | xmlpath | jsonpath
 //!         | name [ "(" [ or { "," or } ] ")" ]
 //! ```
 //!
 //! After an error the parser skips to the next `Label: if`, so one file reports all its
 //! syntax errors at once. Nesting is capped so hostile input cannot overflow the stack.
 
-use crate::ast::{Action, Block, CmpOp, Expr, ExprKind, Name, Program, Rule, Step, XmlPath};
+use crate::ast::{Action, Block, CmpOp, Expr, ExprKind, JsonPath, Name, Program, Rule, Step, XmlPath};
 use crate::diag::{Reporter, Span};
+use crate::jsonpath;
 use crate::lexer::{Tok, Token};
 
 /// Deeper nesting than this is refused (no real rule comes near it).
@@ -283,6 +284,7 @@ impl Parser<'_, '_, '_> {
             Tok::Num(n) => ExprKind::Num(n),
             Tok::Str(s) => ExprKind::Str(s),
             Tok::Xml(raw) => ExprKind::Xml(self.xml_path(&raw, start)?),
+            Tok::Json(raw) => ExprKind::Json(self.json_path(&raw, start)?),
             Tok::Ident(s) if s == "true" || s == "false" => ExprKind::Bool(s == "true"),
             Tok::Ident(text) => {
                 self.advance();
@@ -312,6 +314,16 @@ impl Parser<'_, '_, '_> {
             }
         }
         Ok(XmlPath { steps })
+    }
+
+    /// `raw` follows the `json` that starts `span`; an error points into the path.
+    fn json_path(&mut self, raw: &str, span: Span) -> PResult<JsonPath> {
+        jsonpath::parse(raw).map_err(|e| {
+            let at = span.start as usize + "json".len() + e.at;
+            let message = format!("bad JSON path 'json{raw}': {}", e.what);
+            self.rep.error(Span::new(at, at + e.len), message, Some(jsonpath::HINT.into()));
+            Failed
+        })
     }
 }
 

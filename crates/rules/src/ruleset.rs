@@ -9,6 +9,7 @@ use crate::ast::Program;
 use crate::compile::{build_index, build_plans, renumber_atoms, FetchPlan, Index, TooBig};
 use crate::diag::{Diagnostics, Reporter, Span};
 use crate::ir::{FetchName, Final, Ir};
+use crate::json::JsonPlan;
 use crate::trace::Truth;
 use crate::xml::XmlPlan;
 use crate::{lexer, lower, parser, reach};
@@ -31,6 +32,7 @@ pub struct RuleSet {
     pub(crate) plans: Vec<FetchPlan>,
     pub(crate) index: Index,
     pub(crate) xml: XmlPlan,
+    pub(crate) json: JsonPlan,
     pub(crate) xml_form_field: Option<String>,
     warnings: Diagnostics,
     needs_body: bool,
@@ -77,6 +79,7 @@ impl RuleSet {
         Ok(RuleSet {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             xml: XmlPlan::new(&ir.xml_paths),
+            json: JsonPlan::new(&ir.json_paths),
             program,
             ir,
             groups: groups.iter().map(|g| g.to_string()).collect(),
@@ -93,7 +96,7 @@ impl RuleSet {
         &self.warnings
     }
 
-    /// Whether some rule reads the body (`xml.…`, `form(…)`, or `bodylen`, which reads the
+    /// Whether some rule reads the body (`xml.…`, `json.…`, `form(…)`, or `bodylen`, which reads the
     /// body only when the request has no Content-Length). When false, evaluation never
     /// returns [`crate::Outcome::NeedMore`] and the body can stream without buffering.
     pub fn needs_body(&self) -> bool {
@@ -166,7 +169,7 @@ fn plans_or_report(program: &Program, ir: &Ir, rep: &mut Reporter<'_>) -> Vec<Fe
     match build_plans(ir) {
         Ok(plans) => plans,
         Err(TooBig(f, why)) => {
-            let field = FetchName(&ir.fetches[f as usize], &ir.xml_paths).to_string();
+            let field = FetchName(&ir.fetches[f as usize], ir).to_string();
             let span = program.rules.first().map_or(Span::default(), |r| r.label.span);
             let hint = Some("split the tests over fewer patterns or simplify the regexes".into());
             rep.error(span, format!("the tests on {field} are too large together: {why}"), hint);

@@ -12,6 +12,7 @@
 
 use crate::ast::XmlPath;
 use crate::markup::{next_token, skip_children, Token};
+use crate::pathstate::PathState;
 
 const ROOT: u32 = 0;
 
@@ -78,15 +79,6 @@ impl XmlPlan {
     pub fn path_count(&self) -> usize {
         self.nodes[ROOT as usize].subtree.len()
     }
-}
-
-/// What is known about one path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PathState {
-    /// Not seen yet and the input ended early: need more body.
-    Pending,
-    Found,
-    Absent,
 }
 
 /// Per-worker buffers for the scan, reused across requests.

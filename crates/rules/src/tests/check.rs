@@ -80,6 +80,36 @@ const ERRORS: &[(&str, &str)] = &[
     ("A: if (xml.a::b == 1) { drop(); }", "1:8: error: bad XML path 'xml.a::b'"),
     ("A: if (xml.a:0 == 1) { drop(); }", "bad XML path 'xml.a:0'"),
     ("A: if (xml.a/ == 1) { drop(); }", "bad XML path 'xml.a/'"),
+    // JSON paths: the caret points into the path.
+    (
+        "A: if (json.a..b == 1) { drop(); }",
+        "1:14: error: bad JSON path 'json.a..b': a key must follow '.', found '.'",
+    ),
+    (
+        "A: if (json.a[x] == 1) { drop(); }",
+        "1:14: error: bad JSON path 'json.a[x]': '[x]' is not an array index",
+    ),
+    (
+        "A: if (json.a[-1] == 1) { drop(); }",
+        "1:14: error: bad JSON path 'json.a[-1]': '[-1]' is not an array",
+    ),
+    ("A: if (json.a[1 == 1) { drop(); }", "1:14: error: bad JSON path 'json.a[1': '[' is not closed by ']'"),
+    (
+        "A: if (json.a[\"b c == 1) { drop(); }",
+        "1:14: error: bad JSON path 'json.a[\"b c == 1) { drop(); }': the quoted key is not closed",
+    ),
+    (
+        "A: if (json.a[\"b\"x] == 1) { drop(); }",
+        "1:18: error: bad JSON path 'json.a[\"b\"x]': a quoted key must be followed by ']'",
+    ),
+    ("A: if (json.a]b == 1) { drop(); }", "1:14: error: bad JSON path 'json.a]b': unexpected ']'"),
+    (
+        "A: if (json.a[4294967296] == 1) { drop(); }",
+        "1:15: error: bad JSON path 'json.a[4294967296]': index 4294967296 is too large",
+    ),
+    ("A: if (json. == 1) { drop(); }", "1:12: error: bad JSON path 'json.': a key must follow '.'"),
+    ("A: if (json == 1) { drop(); }", "1:8: error: 'json' needs a path"),
+    ("A: if (true) { routeTo(json.eu); }", "1:24: error: routeTo needs a group name"),
 ];
 
 #[test]
@@ -99,6 +129,10 @@ fn hints_say_how_to_fix() {
     assert!(text.contains("hint: groups are web, api, static, images, eu.web-1"), "{text}");
     let text = errors("A: if (true) { drop(); }\nA: if (true) { drop(); }");
     assert!(text.contains("hint: 'A' is first defined on line 1"), "{text}");
+    let text = errors("A: if (json.a[x] == 1) { drop(); }");
+    assert!(text.contains("json.order.items[0].sku; quote other keys: json[\"a b\"]"), "{text}");
+    let text = errors("A: if (true) { routeTo(json.eu); }");
+    assert!(text.contains("hint: quote a group named like a body path: routeTo(\"json.eu\")"), "{text}");
 }
 
 #[test]

@@ -2,6 +2,8 @@
 
 mod check;
 mod eval;
+mod json;
+mod json_props;
 mod props;
 mod proto;
 mod xml;

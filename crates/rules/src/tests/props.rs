@@ -7,7 +7,9 @@ use std::path::Path;
 use proptest::prelude::*;
 
 use super::{outcome, request, GROUPS};
-use crate::ast::{Action, Block, CmpOp, Expr, ExprKind, Name, Program, Rule, Step, XmlPath};
+use crate::ast::{
+    Action, Block, CmpOp, Expr, ExprKind, JsonPath, JsonStep, Name, Program, Rule, Step, XmlPath,
+};
 use crate::diag::{Reporter, Span};
 use crate::{lexer, parser, EvalState, OwnedRequest, RuleSet};
 
@@ -90,6 +92,15 @@ fn xml_path() -> impl Strategy<Value = XmlPath> {
     prop::collection::vec(step, 1..4).prop_map(|steps| XmlPath { steps })
 }
 
+fn json_path() -> impl Strategy<Value = JsonPath> {
+    let step = prop_oneof![
+        "[a-zA-Z0-9_$@-]{1,5}".prop_map(JsonStep::Key),
+        "[a-z .\\[\\]\"\\\\\né]{0,5}".prop_map(JsonStep::Key),
+        (0u32..100).prop_map(JsonStep::Index),
+    ];
+    prop::collection::vec(step, 1..4).prop_map(|steps| JsonPath { steps })
+}
+
 fn leaf() -> impl Strategy<Value = Expr> {
     prop_oneof![
         any::<bool>().prop_map(|b| expr(ExprKind::Bool(b))),
@@ -98,6 +109,7 @@ fn leaf() -> impl Strategy<Value = Expr> {
         "[\"\\\\a\n\r\t]{0,6}".prop_map(|s| expr(ExprKind::Str(s))),
         name().prop_map(|n| expr(ExprKind::Ident(n.text))),
         xml_path().prop_map(|p| expr(ExprKind::Xml(p))),
+        json_path().prop_map(|p| expr(ExprKind::Json(p))),
     ]
 }
 
@@ -165,6 +177,9 @@ const CONDS: &[&str] = &[
     "xml.o/t > 5",
     "xml.o/n == \"k\"",
     "form(\"f\") == \"v\"",
+    "json.o.t > 5",
+    "json.o[\"n\"] == \"k\"",
+    "exists(json.a[1])",
     "true",
     "false",
 ];
@@ -206,10 +221,16 @@ fn random_request() -> impl Strategy<Value = OwnedRequest> {
             "<o><t>1</t></o>",
             "f=v&xml=%3Co%3E%3Ct%3E7%3C%2Ft%3E%3C%2Fo%3E",
             "f=w",
+            r#"{"o": {"t": 9, "n": "k"}, "a": [0, 1]}"#,
+            r#"{"o": {"t": 1e0}, "a": [0]}"#,
         ][..],
     );
     (target, header, body, any::<bool>(), 0usize..40).prop_map(|(t, h, body, get, cut)| {
-        let ct = if body.starts_with('<') { "text/xml" } else { "application/x-www-form-urlencoded" };
+        let ct = match body.as_bytes().first() {
+            Some(b'<') => "text/xml",
+            Some(b'{') => "application/json",
+            _ => "application/x-www-form-urlencoded",
+        };
         let h = h.map_or(String::new(), |v| format!("X: {v}\r\n"));
         let m = if get { "GET" } else { "POST" };
         let raw = format!(
@@ -251,7 +272,7 @@ proptest! {
     }
 
     #[test]
-    fn compiling_token_soup_never_panics(src in "([A-Za-z]{1,3}|xml\\.[a-z:/.0-9]{0,4}|\"[a-z\\\\\"]{0,3}\"?|[0-9.-]{1,3}|[(){};:,!=<>&| \n#/]){0,40}") {
+    fn compiling_token_soup_never_panics(src in "([A-Za-z]{1,3}|xml\\.[a-z:/.0-9]{0,4}|json[.a-z0-9\\[\\]\"\\\\]{0,6}|\"[a-z\\\\\"]{0,3}\"?|[0-9.-]{1,3}|[(){};:,!=<>&| \n#/]){0,40}") {
         if let Ok(rs) = RuleSet::compile(&src, Path::new("f"), GROUPS) {
             let mut st = EvalState::new();
             let _ = rs.evaluate(&request("GET / HTTP/1.1\r\n\r\n"), &mut st, None);
@@ -262,7 +283,7 @@ proptest! {
     fn arbitrary_requests_never_panic(raw in prop::collection::vec(any::<u8>(), 0..400), body in prop::collection::vec(any::<u8>(), 0..200)) {
         let rs = all_fields();
         let src = super::addr("[2001:db8::1]:1");
-        for ct in ["text/xml", "application/x-www-form-urlencoded"] {
+        for ct in ["text/xml", "application/x-www-form-urlencoded", "application/json"] {
             let mut framed = b"POST /a?b=%zz&c HTTP/1.1\r\nContent-Type: ".to_vec();
             framed.extend_from_slice(ct.as_bytes());
             framed.extend_from_slice(b"\r\n\r\n");
@@ -289,6 +310,7 @@ B: if (match(url, "a|b") || contains(path, "q") || prefix(query, "x") || suffix(
 C: if (bodylen > 100 && header("h") <= "z" && cookie("c") == "1" && arg("b") == "2" && form("f") >= "3") { drop(); }
 D: if (xml.a/b:2/c > 1 || strcmp(xml.a, "z") < 0 || inNet(header("ip"), "10.0.0.0/8") || form("g") == "h") { drop(); }
 E: if (xml.x:3 == xml.y || exists(xml.p:q/r)) { drop(); }
+F: if (json.a[2].b > 1 || json["k y"] == json.z || exists(json[0]) || match(json.s, "x")) { drop(); }
 "#;
     match RuleSet::compile(src, Path::new("all"), GROUPS) {
         Ok(rs) => rs,

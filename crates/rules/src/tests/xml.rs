@@ -1,7 +1,8 @@
 //! XML path extraction details.
 
 use crate::ast::{Step, XmlPath};
-use crate::xml::{PathState, XmlPlan, XmlScratch};
+use crate::pathstate::PathState;
+use crate::xml::{XmlPlan, XmlScratch};
 
 fn path(text: &str) -> XmlPath {
     let steps = text
@@ -88,7 +89,8 @@ mod props {
 
     use super::path;
     use crate::ast::XmlPath;
-    use crate::xml::{PathState, XmlPlan, XmlScratch};
+    use crate::pathstate::PathState;
+    use crate::xml::{XmlPlan, XmlScratch};
 
     const NAMES: &[&str] = &["a", "b", "c", "ns:d"];
 
