@@ -57,8 +57,13 @@ async fn a_silent_agent_takes_its_server_out_and_its_return_brings_it_back() {
     let (f1, f2) = (load_file("silent1", 0), load_file("silent2", 0));
     let _a1 = agent_for(h.origin("s1").addr(), udp, &f1, None);
     let a2 = agent_for(h.origin("s2").addr(), udp, &f2, None);
-    wait_for(Duration::from_secs(2), || server(&h, "s2").capacity == Some(1 << 20)).await.expect("reported");
-    wait_for(Duration::from_secs(1), || server(&h, "s2").effective_weight == 256).await.expect("weight");
+    // Both agents reported and both weights followed (the two agents start apart: waiting
+    // for s2's alone let a loaded machine split 20 requests before s1 had a weight).
+    let both = |f: &dyn Fn(&str) -> bool| f("s1") && f("s2");
+    let reported = || both(&|s| server(&h, s).capacity == Some(1 << 20));
+    wait_for(Duration::from_secs(2), reported).await.expect("reported");
+    let weighted = || both(&|s| server(&h, s).effective_weight == 256);
+    wait_for(Duration::from_secs(1), weighted).await.expect("weight");
     let seen = spread(&h, 20).await;
     assert_eq!(seen.iter().filter(|o| *o == "s2").count(), 10, "equal capacities, equal shares: {seen:?}");
 
