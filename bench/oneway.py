@@ -140,7 +140,13 @@ def main():
                     conn = "new per request" if close else "keep-alive, 8"
                     cell = f"{per:.1f}" if proc else "-"
                     print(f"| {size} | {conn} | {name} | {rps:,.0f} | {cell} | {errs or '-'} |", flush=True)
-        print_handoff_phases()
+        print_handoff_phases("All one-way runs above (hand-offs under load):", EMPTY, handoff_metrics())
+        # One client, one connection at a time: a hand-off's own latency, nothing queued.
+        before = handoff_metrics()
+        wrk1 = ["ip", "netns", "exec", ns("cl"), "wrk", "-t1", "-c1", f"-d{seconds}s", "-H", "Connection: close",
+                f"http://{VIP}:80/{sizes[0]}"]
+        sh(*wrk1, check=False)
+        print_handoff_phases(f"One client, a new connection per request ({sizes[0]}, {seconds} s):", before, handoff_metrics())
     finally:
         for p in procs:
             p.terminate()
@@ -150,6 +156,9 @@ def main():
             except subprocess.TimeoutExpired:
                 p.kill()
         down()
+
+
+EMPTY = ({}, 0.0, 0)
 
 
 def quantile_us(buckets, q):
@@ -166,7 +175,8 @@ def quantile_us(buckets, q):
     return lo
 
 
-def print_handoff_phases():
+def handoff_metrics():
+    """The switch's hand-off histograms {phase: [(bound µs or None, cumulative)]}, CPU seconds, count."""
     script = "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:9900/metrics',timeout=5).read().decode())"
     text = sh("ip", "netns", "exec", ns("sw"), "python3", "-c", script)
     phases = {}
@@ -175,18 +185,27 @@ def print_handoff_phases():
         le, phase, cum = labels["le"], labels["phase"], int(m.group(2))
         bound = None if le == "+Inf" else float(le) * 1e6
         phases.setdefault(phase, []).append((bound, cum))
+    for b in phases.values():
+        b.sort(key=lambda x: float("inf") if x[0] is None else x[0])
     cpu = re.search(r"^cswitch_handoff_cpu_seconds_total ([\d.e+-]+)", text, re.M)
     timed = re.search(r"^cswitch_handoff_timed_total (\d+)", text, re.M)
-    print()
+    return phases, float(cpu.group(1)) if cpu else 0.0, int(timed.group(1)) if timed else 0
+
+
+def print_handoff_phases(title, before, after):
+    """p50/p99 per phase and CPU per hand-off between two `handoff_metrics()` snapshots."""
+    (b_phases, b_cpu, b_n), (a_phases, a_cpu, a_n) = before, after
+    print(f"\n{title}\n")
     print("| hand-off phase | p50 µs | p99 µs |")
     print("| --- | --- | --- |")
     for phase in ["agent", "freeze", "dump", "ready", "flip", "go", "total"]:
-        b = sorted(phases.get(phase, []), key=lambda x: float("inf") if x[0] is None else x[0])
-        if b:
-            print(f"| {phase} | {quantile_us(b, 0.5):.1f} | {quantile_us(b, 0.99):.1f} |")
-    if cpu and timed and int(timed.group(1)):
-        n = int(timed.group(1))
-        print(f"\nswitch CPU per hand-off: {float(cpu.group(1)) / n * 1e6:.1f} µs over {n:,} hand-offs")
+        a = a_phases.get(phase, [])
+        b = dict(b_phases.get(phase, []))
+        diff = [(bound, cum - b.get(bound, 0)) for bound, cum in a]
+        if diff and diff[-1][1] > 0:
+            print(f"| {phase} | {quantile_us(diff, 0.5):.1f} | {quantile_us(diff, 0.99):.1f} |")
+    if a_n > b_n:
+        print(f"\nswitch CPU per hand-off: {(a_cpu - b_cpu) / (a_n - b_n) * 1e6:.1f} µs over {a_n - b_n:,} hand-offs")
 
 
 if __name__ == "__main__":

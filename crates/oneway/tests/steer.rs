@@ -73,6 +73,10 @@ fn steer_op() {
             println!("OUT {}", table().forget_ended(client()).unwrap());
             return;
         }
+        "flip_new" => {
+            println!("OUT {}", table().flip_new(client(), mac(a[2])).is_ok());
+            return;
+        }
         "flip_many" => {
             let mut t = table();
             for i in 0..a[1].parse::<u32>().unwrap() {
@@ -223,7 +227,11 @@ fn freeze_unfreeze_flip_and_forget_steer_a_live_flow() {
     assert_eq!(server.line(Duration::from_millis(300)), None, "a steered flow no longer reaches the switch");
     let flows = bed.run("sw", &["nft", "list", "map", "netdev", TABLE, "flows"]);
     assert!(String::from_utf8_lossy(&flows.stdout).contains(&mac_of(11)), "the flow is in the map");
-    // A second flip of the same client port to another server replaces the entry.
+    // The short flip (for ports without an entry) refuses an entry that is there, changing
+    // nothing; a second full flip of the same client port to another server replaces it.
+    assert_eq!(steer(&bed, "sw", &["flip_new", &flow, &mac_of(12)]), ["false"]);
+    let flows = bed.run("sw", &["nft", "list", "map", "netdev", TABLE, "flows"]);
+    assert!(String::from_utf8_lossy(&flows.stdout).contains(&mac_of(11)), "unchanged");
     steer(&bed, "sw", &["flip", &flow, &mac_of(12)]);
     let flows =
         String::from_utf8_lossy(&bed.run("sw", &["nft", "list", "map", "netdev", TABLE, "flows"]).stdout)
@@ -235,6 +243,10 @@ fn freeze_unfreeze_flip_and_forget_steer_a_live_flow() {
     steer(&bed, "sw", &["forget", &flow]);
     let flows = bed.run("sw", &["nft", "list", "map", "netdev", TABLE, "flows"]);
     assert!(!String::from_utf8_lossy(&flows.stdout).contains(&mac_of(12)), "the flow left the map");
+    // With no entry, the short flip steers it.
+    assert_eq!(steer(&bed, "sw", &["flip_new", &flow, &mac_of(11)]), ["true"]);
+    let flows = bed.run("sw", &["nft", "list", "map", "netdev", TABLE, "flows"]);
+    assert!(String::from_utf8_lossy(&flows.stdout).contains(&mac_of(11)), "steered by the short flip");
     steer(&bed, "sw", &["remove"]);
 }
 

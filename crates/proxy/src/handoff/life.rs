@@ -75,7 +75,14 @@ static REPLACED: AtomicU64 = AtomicU64::new(0);
 /// Steers `client` to `server_mac` for hand-off `id` (the flip, on this worker's handle).
 pub(super) fn flip(client: SocketAddrV4, server_mac: [u8; 6], id: u64) -> io::Result<()> {
     let mut live = flows();
-    steering::with(|s| s.flip(client, server_mac))?;
+    // A port with no live flow has no entry to replace: the shorter transaction, unless
+    // the table holds one the switch does not know of (then it fails whole, and the full
+    // one runs).
+    let known = live.contains_key(&client);
+    steering::with(|s| match known {
+        true => s.flip(client, server_mac),
+        false => s.flip_new(client, server_mac).or_else(|_| s.flip(client, server_mac)),
+    })?;
     let before = live.insert(client, Flow { id, since: Instant::now() });
     // A new connection from the same client port (P11), or a migration of this one: the
     // old entry ends here.
