@@ -54,14 +54,7 @@ impl Origin {
     pub async fn start_on(name: &str, addr: SocketAddr) -> io::Result<Origin> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
-        let handle = socket2::SockRef::from(&listener).try_clone()?;
-        let shared = Arc::new(Shared {
-            name: name.to_string(),
-            requests: Mutex::new(Vec::new()),
-            connections: AtomicUsize::new(0),
-            killed: watch::channel(false).0,
-            listener: Mutex::new(Some(handle)),
-        });
+        let shared = Shared::new(name, socket2::SockRef::from(&listener).try_clone()?);
         tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
         Ok(Origin { addr, shared })
     }
@@ -72,14 +65,7 @@ impl Origin {
     pub async fn start_passed(name: &str, path: &std::path::Path) -> io::Result<Origin> {
         let _ = std::fs::remove_file(path);
         let listener = std::os::unix::net::UnixListener::bind(path)?;
-        let handle = socket2::SockRef::from(&listener).try_clone()?;
-        let shared = Arc::new(Shared {
-            name: name.to_string(),
-            requests: Mutex::new(Vec::new()),
-            connections: AtomicUsize::new(0),
-            killed: watch::channel(false).0,
-            listener: Mutex::new(Some(handle)),
-        });
+        let shared = Shared::new(name, socket2::SockRef::from(&listener).try_clone()?);
         crate::passed::spawn(listener, tokio::runtime::Handle::current(), {
             let shared = Arc::clone(&shared);
             move |stream| {
@@ -121,6 +107,19 @@ impl Origin {
             // dropping the accept task would only do once that task next runs.
             let _ = listener.shutdown(Shutdown::Both);
         }
+    }
+}
+
+impl Shared {
+    /// A fresh origin's state; `listener` is a second handle on its listening socket.
+    fn new(name: &str, listener: socket2::Socket) -> Arc<Shared> {
+        Arc::new(Shared {
+            name: name.to_string(),
+            requests: Mutex::new(Vec::new()),
+            connections: AtomicUsize::new(0),
+            killed: watch::channel(false).0,
+            listener: Mutex::new(Some(listener)),
+        })
     }
 }
 

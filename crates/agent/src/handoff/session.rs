@@ -140,7 +140,7 @@ fn forward_requests(
         track.sent(req.is_head, seen);
         server.write_all(if out.is_empty() { &buf[..req.head_len] } else { &out })?;
         buf.drain(..req.head_len);
-        forward_body(client, server, &mut buf, req.body)?;
+        pass_body(client, server, &mut buf, req.body, ("request body", AtEof::Fail))?;
         if close || req.upgrade {
             // After a closing request the server reads nothing more; after an upgrade the
             // bytes are another protocol's: either way, the rest as it comes.
@@ -224,23 +224,37 @@ fn read_more(from: &mut &TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
     Ok(n)
 }
 
-/// Forwards the request body framed by `kind`; what follows it stays in `buf`.
-fn forward_body(
-    mut client: &TcpStream,
-    mut server: &TcpStream,
+/// What the end of the stream inside a body means.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum AtEof {
+    /// A request body cut short: the client left.
+    Fail,
+    /// An answer body ends there (close-delimited), or is passed on as short as it is.
+    End,
+}
+
+/// Passes on the body framed by `kind` from `from` (what was read of it in `buf`) to `to`;
+/// what follows it stays in `buf`. `what` names it in errors.
+pub(super) fn pass_body(
+    mut from: &TcpStream,
+    mut to: &TcpStream,
     buf: &mut Vec<u8>,
     kind: BodyKind,
+    (what, at_eof): (&str, AtEof),
 ) -> io::Result<()> {
     let mut scanner = BodyScanner::new(kind, u64::MAX);
     loop {
-        let scan = scanner.scan(buf).map_err(|e| io::Error::other(format!("request body: {e}")))?;
-        server.write_all(&buf[..scan.consumed])?;
+        let scan = scanner.scan(buf).map_err(|e| io::Error::other(format!("{what}: {e}")))?;
+        to.write_all(&buf[..scan.consumed])?;
         buf.drain(..scan.consumed);
         if scan.done {
             return Ok(());
         }
-        if read_more(&mut client, buf)? == 0 {
-            return Err(io::Error::other("client closed inside a request body"));
+        if read_more(&mut from, buf)? == 0 {
+            return match at_eof {
+                AtEof::End => Ok(()),
+                AtEof::Fail => Err(io::Error::other(format!("closed inside a {what}"))),
+            };
         }
     }
 }

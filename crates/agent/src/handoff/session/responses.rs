@@ -6,9 +6,9 @@
 //! 101, or an answer that is not HTTP, bytes are passed on unread.
 
 use super::head::{self, Field};
-use super::read_more;
+use super::{pass_body, read_more, AtEof};
 use crate::handoff::cookies::{Cookies, Seen};
-use http1::{BodyKind, BodyScanner, HeadLimits, Parse, ResponseHead};
+use http1::{HeadLimits, Parse, ResponseHead};
 use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
@@ -122,7 +122,8 @@ fn answers(mut server: &TcpStream, mut client: &TcpStream, track: &Track, edits:
         edited_head(&buf, &resp, edits, &seen, &mut out);
         client.write_all(if out.is_empty() { &buf[..resp.head_len] } else { &out })?;
         buf.drain(..resp.head_len);
-        pass_body(server, client, &mut buf, resp.body)?;
+        // Until-close bodies end at EOF; a short one is passed on as short.
+        pass_body(server, client, &mut buf, resp.body, ("answer body", AtEof::End))?;
         if track.answered() {
             return Ok(());
         }
@@ -188,28 +189,6 @@ fn read_answer_head(
         }
         if read_more(server, buf)? == 0 {
             return Ok(false);
-        }
-    }
-}
-
-/// The body as framed; what follows stays in `buf`.
-fn pass_body(
-    mut server: &TcpStream,
-    mut client: &TcpStream,
-    buf: &mut Vec<u8>,
-    kind: BodyKind,
-) -> io::Result<()> {
-    let mut scanner = BodyScanner::new(kind, u64::MAX);
-    loop {
-        let scan = scanner.scan(buf).map_err(|e| io::Error::other(format!("answer body: {e}")))?;
-        client.write_all(&buf[..scan.consumed])?;
-        buf.drain(..scan.consumed);
-        if scan.done {
-            return Ok(());
-        }
-        if read_more(&mut server, buf)? == 0 {
-            // Until-close bodies end here; a short one is passed on as short.
-            return Ok(());
         }
     }
 }
