@@ -3,6 +3,11 @@
 
 Usage (root): bench/oneway.py CSWITCH_BIN [SECONDS] [SIZES]
   SECONDS per run (default 5), SIZES comma-separated response sizes (default 1k,100k,1m)
+  ORIGIN_BIN=target/release/examples/origin (cargo build --release -p cswitch-testkit
+  --example origin) adds the descriptor-passing rows: the testkit origin on the server takes
+  handed-off connections as descriptors (`cswitch agent --pass-fd`) on a second one-way
+  listener (VIP:81), against the same origin without a switch — the server's own stack
+  holding the connection, with no relay.
 
 Builds the spike's testbed (a bridge; client, switch and server namespaces; the VIP on the
 switch's eth0 and on the server's lo), runs nginx on the server (port 8080, files of each
@@ -22,6 +27,7 @@ P = "cswb"
 VIP = "10.202.0.100"
 HOSTS = [("cl", 10), ("sw", 2), ("b1", 11)]
 TOKEN = "oneway-bench-token-0123456789"
+ORIGIN = os.environ.get("ORIGIN_BIN")
 
 
 def sh(*argv, check=True):
@@ -104,7 +110,10 @@ def main():
         f"[[listener]]\nname = \"oneway\"\nbind = \"{VIP}:80\"\ndefault_group = \"web\"\nmode = \"one-way\"\n"
         f"[[listener]]\nname = \"twoway\"\nbind = \"{VIP}:8080\"\ndefault_group = \"web\"\n"
         "[[group]]\nname = \"web\"\nservers = [ { name = \"b1\", addr = \"10.202.0.11:8080\", "
-        "agent = \"10.202.0.11:9000\", mac = \"02:00:00:00:01:0b\" } ]\n")
+        "agent = \"10.202.0.11:9000\", mac = \"02:00:00:00:01:0b\" } ]\n" + (
+        f"[[listener]]\nname = \"oneway-fd\"\nbind = \"{VIP}:81\"\ndefault_group = \"fd\"\nmode = \"one-way\"\n"
+        "[[group]]\nname = \"fd\"\nservers = [ { name = \"b1fd\", addr = \"10.202.0.11:8090\", "
+        "agent = \"10.202.0.11:9001\", mac = \"02:00:00:00:01:0b\" } ]\n" if ORIGIN else ""))
     open(os.path.join(d, "haproxy.cfg"), "w").write(
         "global\n  nbthread 1\n  maxconn 4000\ndefaults\n  mode http\n  timeout connect 5s\n  timeout client 30s\n"
         f"  timeout server 30s\nfrontend f\n  bind {VIP}:8081\n  default_backend b\nbackend b\n  server b1 10.202.0.11:8080\n")
@@ -114,6 +123,13 @@ def main():
         procs.append(spawn("b1", ["nginx", "-c", os.path.join(d, "nginx.conf"), "-p", d], os.path.join(d, "nginx.log")))
         procs.append(spawn("b1", [binary, "agent", "--handoff-listen", "10.202.0.11:9000", "--handoff-token-file",
                                   os.path.join(d, "token"), "--local", "127.0.0.1:8080"], os.path.join(d, "agent.log")))
+        if ORIGIN:
+            sock = os.path.join(d, "origin.sock")
+            procs.append(spawn("b1", [os.path.abspath(ORIGIN), "b1", "0.0.0.0:8090", sock], os.path.join(d, "origin.log")))
+            time.sleep(0.5)
+            procs.append(spawn("b1", [binary, "agent", "--handoff-listen", "10.202.0.11:9001", "--handoff-token-file",
+                                      os.path.join(d, "token"), "--local", "127.0.0.1:8090", "--pass-fd", sock],
+                               os.path.join(d, "agent-fd.log")))
         switch = spawn("sw", [binary, "run", "--config", os.path.join(d, "cswitch.toml")], os.path.join(d, "switch.log"))
         procs.append(switch)
         haproxy = spawn("sw", ["haproxy", "-db", "-f", os.path.join(d, "haproxy.cfg")], os.path.join(d, "haproxy.log"))
@@ -127,12 +143,15 @@ def main():
             time.sleep(int(os.environ["HOLD"]))  # bounded: for looking at the testbed by hand
         paths = [("cswitch one-way", switch, 80), ("cswitch two-way", switch, 8080), ("HAProxy", haproxy, 8081),
                  ("no switch (server direct)", None, None)]
+        if ORIGIN:
+            paths += [("cswitch one-way, descriptor passed (testkit origin)", switch, 81),
+                      ("no switch (testkit origin direct)", None, 8090)]
         print(f"| response | connections | path | req/s | switch CPU µs/req | errors |")
         print("| --- | --- | --- | --- | --- | --- |")
         for size in sizes:
             for close in (False, True):
                 for name, proc, port in paths:
-                    url = f"http://{VIP}:{port}/{size}" if port else f"http://10.202.0.11:8080/{size}"
+                    url = target_url(port, size)
                     before = cpu_seconds(proc.pid) if proc else 0.0
                     rps, reqs, errs = wrk(url, seconds, close)
                     cpu = cpu_seconds(proc.pid) - before if proc else float("nan")
@@ -159,6 +178,18 @@ def main():
 
 
 EMPTY = ({}, 0.0, 0)
+
+
+def target_url(port, size):
+    """The URL of one path's row: nginx's files by size, the testkit origin's /big/N."""
+    n = int(size[:-1]) * (1024 if size[-1] == "k" else 1 << 20)
+    if port == 81:
+        return f"http://{VIP}:81/big/{n}"
+    if port == 8090:
+        return f"http://10.202.0.11:8090/big/{n}"
+    if port is None:
+        return f"http://10.202.0.11:8080/{size}"
+    return f"http://{VIP}:{port}/{size}"
 
 
 def quantile_us(buckets, q):
