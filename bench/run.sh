@@ -133,7 +133,7 @@ fi
 common=(
   --proxy direct,haproxy,nginx,custom
   --proxy-threads 1
-  --proxy-config-template "${CSWITCH_TEMPLATE:-$bench/cswitch.toml.tmpl}"
+  --proxy-config-template "$(realpath "${CSWITCH_TEMPLATE:-$bench/cswitch.toml.tmpl}")"
   --proxy-cmd "$cswitch run --config {config}"
   --reps "$reps" --duration "$duration"
   --syscalls --summary --label "$label" --out "$out"
