@@ -7,7 +7,9 @@
 # Env:    REPS (default 3), DURATION (default 8 s), QUICK=1 (reps 1, duration 3, CSV under
 #         bench/results/tmp/), HARNESS (default ../shared/bench), OUT (CSV path),
 #         WORKLOADS (subset of: ka ka256 close ka10k idle; default all),
-#         CSWITCH_BIN (benchmark this binary; skips the build).
+#         CSWITCH_BIN (benchmark this binary; skips the build), CSWITCH_TEMPLATE (cswitch's
+#         config template; default bench/cswitch.toml.tmpl), BENCH_ARGS (more bench.py
+#         arguments, e.g. "--haproxy-reuse safe").
 # Output: bench/results/<date>.csv (appended; every invocation gets its own label), tables on
 #         stdout (bench/table.py), harness progress on stderr, scratch in bench/.run/.
 #
@@ -131,11 +133,13 @@ fi
 common=(
   --proxy direct,haproxy,nginx,custom
   --proxy-threads 1
-  --proxy-config-template "$bench/cswitch.toml.tmpl"
+  --proxy-config-template "$(realpath "${CSWITCH_TEMPLATE:-$bench/cswitch.toml.tmpl}")"
   --proxy-cmd "$cswitch run --config {config}"
   --reps "$reps" --duration "$duration"
   --syscalls --summary --label "$label" --out "$out"
 )
+# shellcheck disable=SC2206 # BENCH_ARGS is split on spaces on purpose
+[ -n "${BENCH_ARGS:-}" ] && common+=(${BENCH_ARGS})
 harness_run() {
   say "python3 bench.py $*"
   # CSV rows also go to stdout; the file given by --out is what we report from

@@ -55,13 +55,26 @@ impl Client {
         self.pins.as_ref().and_then(|p| p.last_server)
     }
 
-    /// The pooled connections this connection's next request may take, by `policy`.
-    pub fn pool_take(&self, policy: config::Reuse) -> Take {
+    /// The pooled connections this connection's next request may take, by `policy`
+    /// (`None`: none). Before its first answer a connection has pooled nothing of its own (a
+    /// server connection goes back to the pool only after an answered exchange), so under
+    /// `safe` and `never` its first request does not look: the pool holds, at most, every
+    /// idle connection of clients that left, and scanning them all would find none.
+    pub fn pool_take(&self, policy: config::Reuse) -> Option<Take> {
         match policy {
-            config::Reuse::Always => Take::Any,
-            config::Reuse::Safe if self.served => Take::Any,
-            config::Reuse::Safe | config::Reuse::Never => Take::OwnedBy(self.id),
+            config::Reuse::Always => Some(Take::Any),
+            config::Reuse::Safe | config::Reuse::Never if !self.served => None,
+            config::Reuse::Safe => Some(Take::Any),
+            config::Reuse::Never => Some(Take::OwnedBy(self.id)),
         }
+    }
+
+    /// Whether the server connection of the exchange that just ended may be pooled, by
+    /// `policy`, when the client connection stays open or not (`keep`). Under `never` only
+    /// this client connection may take it again, so once it closes nobody can: pooling it
+    /// would hold an idle server connection (and a place in the pool) for no one.
+    pub fn may_pool(policy: config::Reuse, keep: bool) -> bool {
+        keep || policy != config::Reuse::Never
     }
 
     /// The pre-allocated connection, if it goes to `server`.

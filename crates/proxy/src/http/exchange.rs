@@ -10,6 +10,7 @@ use crate::floor::io::{read_some, write_all_parts, IoFail};
 use crate::floor::persist::OnResponse;
 use crate::floor::snapshot::Snapshot;
 use crate::floor::stats::{Counter, Stats};
+use crate::http::client::Client;
 use crate::http::reply::{self, Replied, ReplyCtx};
 use crate::http::txn::Txn;
 use crate::upstream::connect::Upstream;
@@ -122,10 +123,13 @@ impl<'a> Txn<'a> {
             (None, Ok(())) => Err(Failure::client(None)),
             (Some(Err(f)), _) => Err(f),
             (Some(Ok(Replied::Complete { server_reusable, keep_client })), _) => {
-                if server_reusable && pumped {
+                let keep = keep_client && pumped;
+                let policy =
+                    self.outcome.group.map_or_else(config::Reuse::default, |g| self.snap.group(g).reuse);
+                if server_reusable && pumped && Client::may_pool(policy, keep) {
                     worker.pools.put(up.server.id, up.stream, self.client.id);
                 }
-                Ok(keep_client && pumped)
+                Ok(keep)
             }
             (Some(Ok(Replied::Upgraded)), _) => {
                 worker.shared.stats.inc(Counter::Tunnels);

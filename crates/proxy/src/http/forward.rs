@@ -104,7 +104,7 @@ impl<'a> Txn<'a> {
     async fn attempt(&mut self, group: usize, index: usize, body: &BodyScanner) -> Result<bool, Failure> {
         let g = self.snap.group(group);
         let prealloc = self.client.take_prealloc(g.servers[index].id);
-        let pool = Some(self.client.pool_take(g.reuse));
+        let pool = self.client.pool_take(g.reuse);
         let (worker, snap) = (self.worker, self.snap);
         let began = std::time::Instant::now();
         let up = connect::connect(worker, snap, group, index, pool, prealloc).await?;
