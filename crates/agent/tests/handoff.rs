@@ -111,6 +111,22 @@ fn control(agent: &HandoffServer, token: &str) -> (TcpStream, Reader) {
     (c, Reader::default())
 }
 
+/// `control` with the right token, its WELCOME read.
+fn welcomed(agent: &HandoffServer) -> (TcpStream, Reader) {
+    let (mut c, mut r) = control(agent, TOKEN);
+    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    (c, r)
+}
+
+/// Waits up to `limit` for `counter` to reach `want` (counted just after the act a test sees).
+fn count_reaches(counter: &std::sync::atomic::AtomicU64, want: u64, limit: Duration) -> u64 {
+    let deadline = std::time::Instant::now() + limit;
+    while counter.load(Ordering::Relaxed) < want && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    counter.load(Ordering::Relaxed)
+}
+
 fn send(c: &mut TcpStream, f: &Frame) {
     let mut out = Vec::new();
     f.encode(&mut out);
@@ -155,15 +171,27 @@ fn hand_off_as(
     client: SocketAddr,
     route: Route,
 ) -> Frame {
-    let mut switch = switch;
+    dump_and_send(switch, request, c, (vip, client), route, 1);
+    recv(c, r)
+}
+
+/// The switch's part: reads the request, dumps the connection, closes its socket silently
+/// (one host: the 4-tuple must be free for the restore) and sends HANDOFF `id`.
+fn dump_and_send(
+    mut switch: TcpStream,
+    request: &[u8],
+    c: &mut TcpStream,
+    (vip, client): (SocketAddr, SocketAddr),
+    route: Route,
+    id: u64,
+) {
     let mut head = vec![0u8; request.len()];
     switch.read_exact(&mut head).unwrap();
     assert_eq!(head, request);
     oneway::enter_repair(&switch).unwrap();
     let state = oneway::dump(&switch).unwrap();
     drop(switch);
-    send(c, &Frame::Handoff { id: 1, vip, client, route, state, already_read: head });
-    recv(c, r)
+    send(c, &Frame::Handoff { id, vip, client, route, state, already_read: head });
 }
 
 fn read_response(client: &mut TcpStream) -> String {
@@ -191,8 +219,7 @@ fn a_handed_off_connection_is_answered_by_the_local_server() {
     }
     let local = origin(100_000);
     let agent = agent(local);
-    let (mut c, mut r) = control(&agent, TOKEN);
-    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (mut c, mut r) = welcomed(&agent);
     let (mut client, switch, vip, client_addr) = client_and_switch();
     let request = b"GET /first HTTP/1.1\r\nHost: vip\r\n\r\n";
     client.write_all(request).unwrap();
@@ -213,12 +240,7 @@ fn a_handed_off_connection_is_answered_by_the_local_server() {
     // the agent reports the end on this control connection.
     drop(client);
     assert_eq!(recv(&mut c, &mut r), Frame::Ended { id: 1, client: client_addr });
-    // Counted just after the write that the frame came with.
-    let deadline = std::time::Instant::now() + Duration::from_secs(1);
-    while agent.counts().reported.load(Ordering::Relaxed) == 0 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert_eq!(agent.counts().reported.load(Ordering::Relaxed), 1);
+    assert_eq!(count_reaches(&agent.counts().reported, 1, Duration::from_secs(1)), 1);
 }
 
 #[test]
@@ -253,8 +275,7 @@ fn a_connection_the_local_server_refuses_is_closed_and_reported() {
     // A local port nobody listens on.
     let local = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let agent = agent(local);
-    let (mut c, mut r) = control(&agent, TOKEN);
-    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (mut c, mut r) = welcomed(&agent);
     let (mut client, switch, vip, client_addr) = client_and_switch();
     let request = b"GET /x HTTP/1.1\r\nHost: vip\r\n\r\n";
     client.write_all(request).unwrap();
@@ -280,8 +301,7 @@ fn the_vip_port_chooses_the_local_server() {
     let mut cfg = config(origin(10));
     cfg.local_ports.insert(vip.port(), origin(20));
     let agent = HandoffServer::start(cfg).unwrap();
-    let (mut c, mut r) = control(&agent, TOKEN);
-    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (mut c, mut r) = welcomed(&agent);
     let request = b"GET /port HTTP/1.1\r\nHost: vip\r\n\r\n";
     client.write_all(request).unwrap();
     assert_eq!(hand_off(switch, request, &mut c, &mut r, vip, client_addr), Frame::Ready { id: 1 });
@@ -306,8 +326,7 @@ fn an_aborted_hand_off_sends_the_client_nothing() {
         return;
     }
     let agent = agent(origin(10));
-    let (mut c, mut r) = control(&agent, TOKEN);
-    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (mut c, mut r) = welcomed(&agent);
     let (mut client, switch, vip, client_addr) = client_and_switch();
     let request = b"GET /x HTTP/1.1\r\nHost: vip\r\n\r\n";
     client.write_all(request).unwrap();
@@ -317,11 +336,7 @@ fn an_aborted_hand_off_sends_the_client_nothing() {
     let mut buf = [0u8; 16];
     let e = client.read(&mut buf).expect_err("no answer, no FIN");
     assert!(matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut), "{e}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    while agent.counts().aborted.load(Ordering::Relaxed) == 0 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(agent.counts().aborted.load(Ordering::Relaxed), 1);
+    assert_eq!(count_reaches(&agent.counts().aborted, 1, Duration::from_secs(2)), 1);
 }
 
 #[test]
@@ -330,8 +345,7 @@ fn a_restore_that_fails_is_answered_failed() {
         return;
     }
     let agent = agent(origin(10));
-    let (mut c, mut r) = control(&agent, TOKEN);
-    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (mut c, mut r) = welcomed(&agent);
     let (_client, switch, vip, client_addr) = client_and_switch();
     // The switch dumps but keeps its socket: the 4-tuple is live on this host.
     oneway::enter_repair(&switch).unwrap();
@@ -359,8 +373,7 @@ fn under_close_the_server_ends_the_connection_after_its_answer() {
         return;
     }
     let agent = agent(origin(1000));
-    let (mut c, mut r) = control(&agent, TOKEN);
-    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (mut c, mut r) = welcomed(&agent);
     let (mut client, switch, vip, client_addr) = client_and_switch();
     let request = b"GET /first HTTP/1.1\r\nHost: vip\r\nConnection: keep-alive\r\n\r\n";
     client.write_all(request).unwrap();
@@ -381,8 +394,7 @@ fn under_redirect_a_request_for_another_group_is_redirected_to_itself() {
         return;
     }
     let agent = agent(origin(1000));
-    let (mut c, mut r) = control(&agent, TOKEN);
-    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (mut c, mut r) = welcomed(&agent);
     send(
         &mut c,
         &Frame::Policy(Policy {
@@ -437,8 +449,7 @@ fn a_connection_passed_as_a_descriptor_is_served_by_the_server_that_took_it() {
     }
     let (_rt, origin, path) = passed_origin("ok");
     let agent = agent_passing(origin_unused(), &path);
-    let (mut c, mut r) = control(&agent, TOKEN);
-    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (mut c, mut r) = welcomed(&agent);
     let (mut client, switch, vip, client_addr) = client_and_switch();
     let request = b"GET /first HTTP/1.1\r\nHost: vip\r\n\r\n";
     client.write_all(request).unwrap();
@@ -462,8 +473,7 @@ fn without_a_server_taking_descriptors_the_connection_is_relayed() {
     }
     let missing = std::env::temp_dir().join(format!("cswitch-passfd-none-{}.sock", std::process::id()));
     let agent = agent_passing(origin(10), &missing);
-    let (mut c, mut r) = control(&agent, TOKEN);
-    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (mut c, mut r) = welcomed(&agent);
     let (mut client, switch, vip, client_addr) = client_and_switch();
     let request = b"GET /relayed HTTP/1.1\r\nHost: vip\r\n\r\n";
     client.write_all(request).unwrap();
@@ -496,8 +506,7 @@ fn insert_sets_the_cookie_only_for_clients_without_it() {
         return;
     }
     let agent = agent(origin(100));
-    let (mut c, mut r) = control(&agent, TOKEN);
-    assert_eq!(recv(&mut c, &mut r), Frame::Welcome);
+    let (mut c, mut r) = welcomed(&agent);
     // Many connections: what the answer depends on must be the request's own (the answer
     // side reads it once the answer is there, never before the request was sent).
     for (i, cookie) in
@@ -526,13 +535,7 @@ fn send_handoff(
     route: Route,
     id: u64,
 ) {
-    let mut switch = switch;
-    let mut head = vec![0u8; request.len()];
-    switch.read_exact(&mut head).unwrap();
-    oneway::enter_repair(&switch).unwrap();
-    let state = oneway::dump(&switch).unwrap();
-    drop(switch);
-    send(c, &Frame::Handoff { id, vip, client, route, state, already_read: head });
+    dump_and_send(switch, request, c, (vip, client), route, id);
     // Earlier connections' end reports may come first.
     let answer = std::iter::repeat_with(|| recv(c, r)).find(|f| !matches!(f, Frame::Ended { .. }));
     assert_eq!(answer, Some(Frame::Ready { id }));

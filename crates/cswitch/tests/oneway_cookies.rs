@@ -15,7 +15,7 @@ mod oneway_bed;
 
 use common::tempdir;
 use oneway_bed::{
-    metric, server_entry, start_agent, start_switch, switch_preamble, wait_for_web_on, write_site, Proc,
+    metric, patient_preamble, server_entry, start_agent, start_switch, wait_for_webs, write_site, Proc,
 };
 use testkit::netns::{self, Testbed, VIP};
 
@@ -56,15 +56,12 @@ fn deploy(tag: &str, persistence: &str) -> Bed {
     let config = format!(
         "{}[[listener]]\nname = \"web\"\nbind = \"{VIP}:80\"\ndefault_group = \"web\"\nmode = \"one-way\"\n\
          [[group]]\nname = \"web\"\nscheduler = \"rr\"\npersistence = {persistence}\nservers = [ {}, {} ]\n",
-        // What these tests check is where requests go, not how fast: a loaded CI machine
-        // must not turn a hand-off or a move into a (correct, but other) fallback.
-        switch_preamble().replace("handoff_timeout = \"500ms\"", "handoff_timeout = \"3s\""),
+        patient_preamble(),
         server_entry("b1", 11, 8080),
         server_entry("b2", 12, 8080)
     );
     procs.push(start_switch(&bed, &dir, &config));
-    wait_for_web_on(&bed, "b1");
-    wait_for_web_on(&bed, "b2");
+    wait_for_webs(&bed);
     Bed { bed, _procs: procs }
 }
 

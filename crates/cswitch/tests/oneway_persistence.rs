@@ -23,7 +23,7 @@ mod oneway_bed;
 
 use common::tempdir;
 use oneway_bed::{
-    metric, server_entry, start_agent, start_switch, start_web_with, switch_preamble, wait_for_web_on,
+    metric, patient_preamble, server_entry, start_agent, start_switch, start_web_with, wait_for_webs,
     write_site, Proc,
 };
 use testkit::netns::{self, Testbed, VIP};
@@ -55,15 +55,12 @@ fn deploy(tag: &str, persistence: &str) -> Two {
          rules = \"web.rules\"\nconnection_persistence = \"{persistence}\"\n\
          [[group]]\nname = \"static\"\nservers = [ {} ]\n\
          [[group]]\nname = \"api\"\nservers = [ {} ]\n",
-        // What these tests check is where requests go, not how fast: a loaded CI machine
-        // must not turn a hand-off or a move into a (correct, but other) fallback.
-        switch_preamble().replace("handoff_timeout = \"500ms\"", "handoff_timeout = \"3s\""),
+        patient_preamble(),
         server_entry("b1", 11, 8080),
         server_entry("b2", 12, 8080)
     );
     procs.push(start_switch(&bed, &dir, &config));
-    wait_for_web_on(&bed, "b1");
-    wait_for_web_on(&bed, "b2");
+    wait_for_webs(&bed);
     Two { bed, dir, procs }
 }
 

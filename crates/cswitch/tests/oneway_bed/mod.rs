@@ -223,6 +223,19 @@ pub fn switch_preamble() -> String {
         .to_string()
 }
 
+/// `switch_preamble` for tests that check where requests go, not how fast: a 3 s hand-off
+/// timeout, so a loaded CI machine does not turn a hand-off or a move into a (correct, but
+/// other) fallback.
+pub fn patient_preamble() -> String {
+    switch_preamble().replace("handoff_timeout = \"500ms\"", "handoff_timeout = \"3s\"")
+}
+
+/// Two server hosts' web servers up: `b1` and `b2`.
+pub fn wait_for_webs(bed: &Testbed) {
+    wait_for_web_on(bed, "b1");
+    wait_for_web_on(bed, "b2");
+}
+
 /// A server entry for host 10.201.0.N with its agent on port 9000 and its MAC.
 pub fn server_entry(name: &str, n: u8, port: u16) -> String {
     format!(

@@ -58,10 +58,19 @@ pub struct Ask<'a> {
 /// The agent of server `index` of `group`, from the config in force (`None`: the server
 /// has none; its connections are served two-way).
 pub fn target(snap: &Snapshot, group: usize, index: usize) -> Option<config::Handoff> {
+    server_config(snap, group, index)?.1.handoff
+}
+
+/// The config of server `index` of `group`, and of its group.
+pub(crate) fn server_config(
+    snap: &Snapshot,
+    group: usize,
+    index: usize,
+) -> Option<(&config::Group, &config::Server)> {
     let g = snap.group(group);
     let name = &g.servers.get(index)?.name;
     let group_cfg = snap.config.groups.iter().find(|c| c.name == g.name)?;
-    group_cfg.servers.iter().find(|s| &s.name == name)?.handoff
+    Some((group_cfg, group_cfg.servers.iter().find(|s| &s.name == name)?))
 }
 
 /// Hands the connection off. `Ok`: the agent serves it; drop the socket without writing

@@ -46,10 +46,7 @@ fn persistence(p: ConnectionPersistence) -> Persistence {
 /// The group's cookie persistence for server `index` (`learn`: the agent reports the
 /// session cookies the server sets, `learned`).
 fn cookie(snap: &Snapshot, group: usize, index: usize) -> Option<CookieRule> {
-    let g = snap.group(group);
-    let cfg = snap.config.groups.iter().find(|c| c.name == g.name)?;
-    let name = &g.servers.get(index)?.name;
-    let server = cfg.servers.iter().find(|s| &s.name == name)?;
+    let (cfg, server) = super::server_config(snap, group, index)?;
     let (mode, name) = match &cfg.persistence.as_ref()?.mode {
         PersistMode::Insert(i) => {
             let secs = |d: Option<std::time::Duration>| d.map_or(0, |d| d.as_secs().max(1));
