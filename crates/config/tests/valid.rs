@@ -186,6 +186,7 @@ fn expected_full() -> Config {
         admin: None,
         agents: None,
         oneway: None,
+        cluster: None,
     }
 }
 
@@ -253,6 +254,7 @@ fn minimal_config_gets_every_default() {
         admin: None,
         agents: None,
         oneway: None,
+        cluster: None,
     };
     assert_eq!(config, expected);
 }

@@ -460,6 +460,10 @@ fn same_listeners(old: &Config, new: &Config) -> Result<(), ReloadError> {
     if agents(old) != agents(new) {
         return Err(ReloadError::ListenersChanged("[agents]".into()));
     }
+    // Membership is joined once, at start.
+    if old.cluster != new.cluster {
+        return Err(ReloadError::ListenersChanged("[cluster]".into()));
+    }
     let key = |c: &Config| c.listeners.iter().map(|l| (l.name.clone(), l.bind)).collect::<Vec<_>>();
     let (a, b) = (key(old), key(new));
     if a == b {
