@@ -1,0 +1,219 @@
+//! The running member: chitchat on its own thread and single-threaded runtime (away from
+//! the workers), and a tick that publishes this node's state (config digest, beat, the
+//! capacities its agents reported), hands fresh capacities from other nodes to the switch,
+//! and refreshes the operator's [`View`].
+
+use crate::auth::SealedUdp;
+use crate::keys::{self, wall_ms};
+use crate::stats::Stats;
+use crate::view::{NodeView, View};
+use arc_swap::ArcSwap;
+use chitchat::{spawn_chitchat, Chitchat, ChitchatConfig, ChitchatId, FailureDetectorConfig, NodeState};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// Called with (server, capacity, age at its origin) for each capacity another node shares.
+pub type CapacitySink = Box<dyn Fn(SocketAddr, u32, Duration) + Send + Sync>;
+
+/// A node missing this many gossip intervals' worth of heartbeats is dead (phi accrual's
+/// threshold, which chitchat computes as silence / mean heartbeat interval).
+const PHI_THRESHOLD: f64 = 12.0;
+
+/// What this node will publish at its next tick.
+#[derive(Default)]
+struct Pending {
+    digest: Option<String>,
+    capacities: HashMap<SocketAddr, (u32, u64)>,
+}
+
+/// State shared by the handle and the tick.
+pub(crate) struct Inner {
+    pending: Mutex<Pending>,
+    view: ArcSwap<View>,
+    pub(crate) stats: Arc<Stats>,
+}
+
+impl Inner {
+    pub(crate) fn publish_capacity(&self, server: SocketAddr, capacity: u32) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.capacities.insert(server, (capacity, wall_ms()));
+        }
+    }
+
+    pub(crate) fn publish_digest(&self, digest: String) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.digest = Some(digest);
+        }
+    }
+
+    pub(crate) fn view(&self) -> Arc<View> {
+        self.view.load_full()
+    }
+}
+
+/// Starts chitchat on a new thread; returns once the gossip socket is bound (or failed).
+pub(crate) fn spawn(
+    cfg: &config::Cluster,
+    digest: String,
+    on_capacity: CapacitySink,
+) -> std::io::Result<(Arc<Inner>, oneshot::Sender<()>, std::thread::JoinHandle<()>)> {
+    let stats = Arc::new(Stats::default());
+    let view = View { node: cfg.node.clone(), config_digest: digest.clone(), ..View::default() };
+    let inner = Arc::new(Inner {
+        pending: Mutex::new(Pending { digest: Some(digest), capacities: HashMap::new() }),
+        view: ArcSwap::from_pointee(view),
+        stats: Arc::clone(&stats),
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let transport = SealedUdp::new(cfg.key.as_deref(), stats);
+    let handle = runtime
+        .block_on(spawn_chitchat(chitchat_config(cfg), Vec::new(), &transport))
+        .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+    let (stop, stopped) = oneshot::channel();
+    let tick = cfg.gossip_interval.min(Duration::from_millis(100));
+    let shared = Arc::clone(&inner);
+    let thread = std::thread::Builder::new().name("cswitch-cluster".into()).spawn(move || {
+        runtime.block_on(async move {
+            drive(&handle, &shared, &on_capacity, tick, stopped).await;
+            if let Err(e) = handle.shutdown().await {
+                tracing::debug!(error = %e, "gossip stopped with an error");
+            }
+        })
+    })?;
+    Ok((inner, stop, thread))
+}
+
+fn chitchat_config(cfg: &config::Cluster) -> ChitchatConfig {
+    let failure_detector_config = FailureDetectorConfig {
+        phi_threshold: PHI_THRESHOLD,
+        initial_interval: cfg.gossip_interval,
+        // A dead node stays listed (as dead) this long, then is forgotten.
+        dead_node_grace_period: Duration::from_secs(3600),
+        ..FailureDetectorConfig::default()
+    };
+    ChitchatConfig {
+        chitchat_id: ChitchatId::new(cfg.node.clone(), wall_ms(), cfg.bind),
+        cluster_id: "cswitch".into(),
+        gossip_interval: cfg.gossip_interval,
+        listen_addr: cfg.bind,
+        seed_nodes: cfg.seeds.iter().map(ToString::to_string).collect(),
+        failure_detector_config,
+        marked_for_deletion_grace_period: Duration::from_secs(3600),
+        catchup_callback: None,
+        extra_liveness_predicate: None,
+    }
+}
+
+/// Ticks until `stopped` fires.
+async fn drive(
+    handle: &chitchat::ChitchatHandle,
+    inner: &Inner,
+    on_capacity: &CapacitySink,
+    tick: Duration,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let mut seen = Seen::default();
+    let mut interval = tokio::time::interval(tick);
+    loop {
+        tokio::select! {
+            _ = &mut stopped => return,
+            _ = interval.tick() => {}
+        }
+        let chitchat = handle.chitchat();
+        let mut c = chitchat.lock().await;
+        publish(&mut c, inner);
+        let view = observe(&c, &mut seen, on_capacity, inner);
+        drop(c);
+        inner.view.store(Arc::new(view));
+    }
+}
+
+/// Writes what is pending, and the beat, into this node's gossip state.
+fn publish(c: &mut Chitchat, inner: &Inner) {
+    let pending = inner.pending.lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default();
+    let state = c.self_node_state();
+    if let Some(digest) = pending.digest {
+        state.set(keys::DIGEST, digest);
+    }
+    for (server, (capacity, at)) in pending.capacities {
+        state.set(keys::cap_key(server), keys::cap_value(capacity, at));
+    }
+    state.set(keys::BEAT, wall_ms());
+}
+
+/// What this node has already taken from each other node.
+#[derive(Default)]
+struct Seen {
+    nodes: HashMap<ChitchatId, NodeSeen>,
+}
+
+struct NodeSeen {
+    beat_version: u64,
+    advanced_at: Instant,
+    capacity_versions: HashMap<String, u64>,
+}
+
+/// Hands new capacities of live nodes to the switch and builds the view.
+fn observe(c: &Chitchat, seen: &mut Seen, on_capacity: &CapacitySink, inner: &Inner) -> View {
+    let me = c.self_chitchat_id().clone();
+    let live: Vec<&ChitchatId> = c.live_nodes().collect();
+    let my_digest = c.node_state(&me).and_then(|s| s.get(keys::DIGEST)).unwrap_or_default().to_string();
+    let mut nodes = Vec::new();
+    for (id, state) in c.node_states() {
+        let is_self = *id == me;
+        let is_live = is_self || live.contains(&id);
+        let lag_ms = if is_self { None } else { track(seen, id, state, is_live, on_capacity) };
+        let digest = state.get(keys::DIGEST).map(str::to_string);
+        nodes.push(NodeView {
+            name: id.node_id.to_string(),
+            gossip: id.gossip_advertise_addr,
+            generation: id.generation_id,
+            is_self,
+            live: is_live,
+            drift: digest.as_deref().is_some_and(|d| d != my_digest),
+            config_digest: digest,
+            lag_ms,
+            capacities: state.iter_prefix(keys::CAP_PREFIX).count(),
+        });
+    }
+    seen.nodes.retain(|id, _| c.node_state(id).is_some());
+    nodes.sort_by(|a, b| (&a.name, a.generation).cmp(&(&b.name, b.generation)));
+    View { node: me.node_id.to_string(), config_digest: my_digest, nodes, gossip: inner.stats.counts() }
+}
+
+/// Applies a remote node's new capacities (when it is live); returns its lag.
+fn track(
+    seen: &mut Seen,
+    id: &ChitchatId,
+    state: &NodeState,
+    live: bool,
+    on_capacity: &CapacitySink,
+) -> Option<u64> {
+    let beat = state.get_versioned(keys::BEAT)?;
+    let entry = seen.nodes.entry(id.clone()).or_insert_with(|| NodeSeen {
+        beat_version: 0,
+        advanced_at: Instant::now(),
+        capacity_versions: HashMap::new(),
+    });
+    if beat.version > entry.beat_version {
+        entry.beat_version = beat.version;
+        entry.advanced_at = Instant::now();
+    }
+    if live {
+        let origin_now: u64 = beat.value.parse().unwrap_or(0);
+        for (key, value) in state.iter_prefix(keys::CAP_PREFIX) {
+            let last = entry.capacity_versions.entry(key.to_string()).or_insert(0);
+            if value.version <= *last {
+                continue;
+            }
+            *last = value.version;
+            if let Some((server, capacity, at)) = keys::parse_cap(key, &value.value) {
+                on_capacity(server, capacity, Duration::from_millis(origin_now.saturating_sub(at)));
+            }
+        }
+    }
+    Some(u64::try_from(entry.advanced_at.elapsed().as_millis()).unwrap_or(u64::MAX))
+}
