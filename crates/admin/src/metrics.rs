@@ -394,6 +394,7 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
         PassiveOuts => (out, out_help, Some(("by", "passive_check"))),
         AgentReports => (agents, agents_help, Some(("result", "applied"))),
         AgentReportsRejected => (agents, agents_help, Some(("result", "rejected"))),
+        ClusterCapacities => (agents, agents_help, Some(("result", "from_cluster"))),
         ServerExtraBytes => (
             "cswitch_upstream_responses_with_extra_bytes",
             "Responses after which the server sent bytes beyond the message",

@@ -69,6 +69,8 @@ enum Cmd {
     Remove { server: String },
     /// Reloads the switch's config file (as SIGHUP does); admin edits not in the file are lost.
     Reload,
+    /// The cluster's nodes as this switch sees them: liveness, config digest, lag.
+    Cluster,
     /// Reopens the access log after it was rotated (as SIGUSR1 does).
     Reopen,
     /// Shows how a raw request would be routed by the running switch.
@@ -116,6 +118,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Cmd::Remove { server } => (client.send("DELETE", &server_path(&server)?, b"")?, show::removal),
         Cmd::Reload => (client.send("POST", "/api/reload", b"")?, show::applied),
         Cmd::Reopen => (client.send("POST", "/api/reopen", b"")?, show::reopened),
+        Cmd::Cluster => (client.get("/api/cluster")?, show::cluster),
         Cmd::Explain { request, listener, src } => {
             (explain(&client, &request, listener, src)?, show::explanation)
         }

@@ -164,7 +164,9 @@ impl Switch {
             listeners: (0..listener_count).map(|_| Default::default()).collect(),
             started: std::time::Instant::now(),
             snapshot_writer: Mutex::new(()),
+            cluster: std::sync::OnceLock::new(),
         });
+        crate::health::cluster::join(&shared)?;
         let mut threads = Vec::with_capacity(workers);
         for (i, listeners) in sockets.into_iter().enumerate() {
             let (shared, log) = (Arc::clone(&shared), Arc::clone(&log));
@@ -231,6 +233,11 @@ impl Switch {
         crate::explain::explain(&snap, tables, listener, raw, src)
     }
 
+    /// The cluster as this node sees it (`None` without `[cluster]`).
+    pub fn cluster(&self) -> Option<Arc<cluster::View>> {
+        self.shared.cluster.get().map(|c| c.view())
+    }
+
     /// Each listener's rules with their hit counts.
     pub fn rules(&self) -> Vec<view::RulesView> {
         view::rules(&self.shared.snapshot.load())
@@ -281,6 +288,7 @@ impl Switch {
         self.shared.tls_sessions.reconfigure(tls_lifetime, |id| next.group_of(id).is_some());
         // Agents evaluate the later requests of connections they hold with these rules.
         crate::handoff::policy::push_all(&next);
+        crate::health::cluster::config_changed(&self.shared, &next.config);
         self.shared.snapshot.store(Arc::new(next));
         self.shared.stats.inc(Counter::Reloads);
         Ok((generation, rule_files))
@@ -389,6 +397,7 @@ impl Switch {
             let _ = t.join();
         }
         crate::handoff::steering::remove();
+        crate::health::cluster::leave(&self.shared);
     }
 }
 

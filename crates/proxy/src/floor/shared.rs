@@ -42,6 +42,8 @@ pub struct Shared {
     /// Held by whoever builds and stores a new snapshot (reload, admin edits, the health
     /// loop dropping servers that finished leaving), so no update is lost between them.
     pub snapshot_writer: std::sync::Mutex<()>,
+    /// This node's membership in `[cluster]`, set once at start when configured.
+    pub cluster: std::sync::OnceLock<Arc<cluster::Cluster>>,
 }
 
 impl Shared {
