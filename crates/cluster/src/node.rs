@@ -151,6 +151,24 @@ fn publish(c: &mut Chitchat, inner: &Inner) {
 #[derive(Default)]
 struct Seen {
     nodes: HashMap<ChitchatId, NodeSeen>,
+    /// Each other node's liveness at the last tick, to log its changes.
+    live: HashMap<ChitchatId, bool>,
+}
+
+impl Seen {
+    /// Logs a node joining, dying or coming back (once per change).
+    fn note_liveness(&mut self, id: &ChitchatId, live: bool) {
+        let before = self.live.insert(id.clone(), live);
+        match (before, live) {
+            (None | Some(false), true) => {
+                tracing::info!(node = %id.node_id, gossip = %id.gossip_advertise_addr, "cluster node live")
+            }
+            (Some(true), false) => {
+                tracing::warn!(node = %id.node_id, gossip = %id.gossip_advertise_addr, "cluster node dead")
+            }
+            _ => {}
+        }
+    }
 }
 
 struct NodeSeen {
@@ -168,6 +186,9 @@ fn observe(c: &Chitchat, seen: &mut Seen, on_capacity: &CapacitySink, inner: &In
     for (id, state) in c.node_states() {
         let is_self = *id == me;
         let is_live = is_self || live.contains(&id);
+        if !is_self {
+            seen.note_liveness(id, is_live);
+        }
         let lag_ms = if is_self { None } else { track(seen, id, state, is_live, on_capacity) };
         let digest = state.get(keys::DIGEST).map(str::to_string);
         nodes.push(NodeView {
@@ -183,6 +204,7 @@ fn observe(c: &Chitchat, seen: &mut Seen, on_capacity: &CapacitySink, inner: &In
         });
     }
     seen.nodes.retain(|id, _| c.node_state(id).is_some());
+    seen.live.retain(|id, _| c.node_state(id).is_some());
     nodes.sort_by(|a, b| (&a.name, a.generation).cmp(&(&b.name, b.generation)));
     View { node: me.node_id.to_string(), config_digest: my_digest, nodes, gossip: inner.stats.counts() }
 }

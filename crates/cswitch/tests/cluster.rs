@@ -25,36 +25,68 @@ fn free_udp(ip: &str) -> SocketAddr {
     UdpSocket::bind((ip, 0)).unwrap().local_addr().unwrap()
 }
 
-/// One node: its process, admin address, gossip and agents addresses.
+/// One node: its process, admin address, agents address and web listener.
 struct Node {
     run: Running,
     admin: SocketAddr,
     agents: SocketAddr,
+    web: SocketAddr,
 }
 
-fn config(name: &str, gossip: SocketAddr, seeds: &[SocketAddr], key: &str, agents: SocketAddr) -> String {
+/// The group the first tests use: weighted round robin by the agents' capacities.
+fn wrr_group() -> String {
+    format!(
+        "[[group]]\nname = \"web\"\nscheduler = \"wrr\"\nweights = \"agent\"\n\
+         servers = [ {{ name = \"s1\", addr = \"{S1}\" }}, {{ name = \"s2\", addr = \"{S2}\" }} ]\n"
+    )
+}
+
+fn config(
+    name: &str,
+    gossip: SocketAddr,
+    seeds: &[SocketAddr],
+    key: &str,
+    agents: SocketAddr,
+    group: &str,
+) -> String {
     let seeds: Vec<String> = seeds.iter().map(|s| format!("\"{s}\"")).collect();
     format!(
         "[global]\nworkers = 1\ngrace_period = \"1s\"\n[access_log]\nenabled = false\n\
          [admin]\nbind = \"127.0.0.1:0\"\ntoken = \"{TOKEN}\"\n\
          [agents]\nbind = \"{agents}\"\nsilent_after = \"1s\"\n\
          [cluster]\nnode = \"{name}\"\nbind = \"{gossip}\"\nseeds = [{}]\nkey = \"{key}\"\n\
-         [[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"web\"\n\
-         [[group]]\nname = \"web\"\nscheduler = \"wrr\"\nweights = \"agent\"\n\
-         servers = [ {{ name = \"s1\", addr = \"{S1}\" }}, {{ name = \"s2\", addr = \"{S2}\" }} ]\n",
+         [[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"web\"\n{group}",
         seeds.join(", ")
     )
 }
 
 fn start(dir: &Path, name: &str, gossip: SocketAddr, seeds: &[SocketAddr], key: &str) -> Node {
+    start_with(dir, name, gossip, seeds, key, &wrr_group())
+}
+
+fn start_with(
+    dir: &Path,
+    name: &str,
+    gossip: SocketAddr,
+    seeds: &[SocketAddr],
+    key: &str,
+    group: &str,
+) -> Node {
     let agents = free_udp("127.0.0.1");
     let path = dir.join(format!("{name}.toml"));
-    std::fs::write(&path, config(name, gossip, seeds, key, agents)).unwrap();
+    std::fs::write(&path, config(name, gossip, seeds, key, agents, group)).unwrap();
     let run = Running::start(&path);
+    // In the order the switch logs them.
     run.wait_for("joined cluster gossip");
-    let line = run.wait_for("admin listener");
-    let admin = line.split_whitespace().find_map(|w| w.strip_prefix("addr=")).unwrap().parse().unwrap();
-    Node { run, admin, agents }
+    let web = addr_in(&run.wait_for("listening"));
+    let admin = addr_in(&run.wait_for("admin listener"));
+    Node { run, admin, agents, web }
+}
+
+/// The `addr=IP:PORT` field of a log line.
+fn addr_in(line: &str) -> SocketAddr {
+    let field = line.split_whitespace().find_map(|w| w.strip_prefix("addr=")).unwrap();
+    field.parse().unwrap_or_else(|_| panic!("{line}"))
 }
 
 /// `cswitch ctl --json ARGS` against `node`.
@@ -185,4 +217,76 @@ fn a_node_without_the_key_is_ignored_and_counted() {
     assert!(text.contains("last refused: "), "{text}");
     drop((a, x));
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The same URL reaches the same server through every node, for the same membership and
+/// the capacities the cluster shares: a `carp` group weighted by agents that report to node
+/// a only, and node c listing the servers in another order (placement goes by name).
+#[test]
+fn every_node_sends_a_url_to_the_same_server() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let origins: Vec<testkit::Origin> =
+        rt.block_on(async { futures_join(["o1", "o2", "o3", "o4"].map(testkit::Origin::start)).await });
+    let entry = |o: &testkit::Origin| format!("{{ name = \"{}\", addr = \"{}\" }}", o.name(), o.addr());
+    let group = |order: &[usize]| {
+        let servers: Vec<String> = order.iter().map(|&i| entry(&origins[i])).collect();
+        format!(
+            "[[group]]\nname = \"web\"\nscheduler = \"carp\"\nhash_key = \"url\"\nweights = \"agent\"\n\
+             servers = [ {} ]\n",
+            servers.join(", ")
+        )
+    };
+    let dir = tempdir("cluster-placement");
+    let (ga, gb, gc) = (free_udp("127.0.0.46"), free_udp("127.0.0.47"), free_udp("127.0.0.48"));
+    let a = start_with(&dir, "a", ga, &[], KEY, &group(&[0, 1, 2, 3]));
+    let b = start_with(&dir, "b", gb, &[ga], KEY, &group(&[0, 1, 2, 3]));
+    let c = start_with(&dir, "c", gc, &[ga], KEY, &group(&[3, 1, 0, 2]));
+    let nodes = [&a, &b, &c];
+    let capacities = [("o1", 100), ("o2", 50), ("o3", 25), ("o4", 10)];
+    let start = Instant::now();
+    // Reports go to a only; every node must weigh by them before the comparison.
+    'wait: loop {
+        for (o, (name, capacity)) in origins.iter().zip(capacities) {
+            assert_eq!(o.name(), name);
+            report(a.agents, &o.addr().to_string(), capacity);
+        }
+        let everywhere = nodes.iter().all(|n| {
+            let v = ctl_json(n, &["servers"]);
+            capacities.iter().all(|(name, capacity)| server(&v, name)["capacity"] == *capacity)
+        });
+        if everywhere {
+            break 'wait;
+        }
+        assert!(start.elapsed() < Duration::from_secs(3), "capacities not everywhere within 3 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut served: Vec<Vec<String>> = Vec::new();
+    for node in nodes {
+        let answers = rt.block_on(async {
+            let mut answers = Vec::new();
+            for i in 0..40 {
+                let response = testkit::get(node.web, &format!("/item/{i}.html")).await.unwrap();
+                assert_eq!(response.status, 200);
+                answers.push(response.header("X-Origin").unwrap_or("?").to_string());
+            }
+            answers
+        });
+        served.push(answers);
+    }
+    assert_eq!(served[0], served[1], "a and b place URLs alike");
+    assert_eq!(served[0], served[2], "a and c (servers listed in another order) place URLs alike");
+    let used: std::collections::BTreeSet<&String> = served[0].iter().collect();
+    assert!(used.len() >= 3, "the URLs spread over the servers: {used:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Starts the four origins one after the other on the current runtime.
+async fn futures_join<F: std::future::Future<Output = testkit::Origin>>(
+    starts: [F; 4],
+) -> Vec<testkit::Origin> {
+    let mut origins = Vec::with_capacity(4);
+    for start in starts {
+        origins.push(start.await);
+    }
+    origins
 }
