@@ -395,6 +395,11 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
         AgentReports => (agents, agents_help, Some(("result", "applied"))),
         AgentReportsRejected => (agents, agents_help, Some(("result", "rejected"))),
         ClusterCapacities => (agents, agents_help, Some(("result", "from_cluster"))),
+        ClusterStickyEntries => (
+            "cswitch_cluster_sticky_entries",
+            "STICKY_IP entries other cluster nodes shared, applied here",
+            None,
+        ),
         ServerExtraBytes => (
             "cswitch_upstream_responses_with_extra_bytes",
             "Responses after which the server sent bytes beyond the message",

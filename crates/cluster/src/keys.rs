@@ -3,14 +3,18 @@
 //! - `digest`: its config digest (`digest.rs`);
 //! - `beat`: its wall clock (ms since the epoch) at its last tick — a capacity's age is
 //!   measured against it, on the origin's own clock, so nodes' clocks need not agree;
-//! - `cap/<server IP:port>`: `<capacity> <wall ms>`, the last report an agent sent it.
+//! - `cap/<server IP:port>`: `<capacity> <wall ms>`, the last report an agent sent it;
+//! - `sip/<listener>/<client IP>`: `<group>/<server> <wall ms>`, a `STICKY_IP` decision
+//!   (names, not this node's internal ids, so every node can resolve them); deleted by its
+//!   origin when its lifetime ends.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub(crate) const DIGEST: &str = "digest";
 pub(crate) const BEAT: &str = "beat";
 pub(crate) const CAP_PREFIX: &str = "cap/";
+pub(crate) const STICKY_PREFIX: &str = "sip/";
 
 /// Milliseconds since the epoch (0 if the clock is before it).
 pub(crate) fn wall_ms() -> u64 {
@@ -32,6 +36,43 @@ pub(crate) fn parse_cap(key: &str, value: &str) -> Option<(SocketAddr, u32, u64)
     Some((server, capacity.parse().ok()?, at.parse().ok()?))
 }
 
+/// A `STICKY_IP` decision as the cluster shares it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StickyIp {
+    /// The listener's name.
+    pub listener: String,
+    /// The client address pinned.
+    pub client: IpAddr,
+    /// The group's name.
+    pub group: String,
+    /// The server's name in that group.
+    pub server: String,
+}
+
+pub(crate) fn sticky_key(listener: &str, client: IpAddr) -> String {
+    format!("{STICKY_PREFIX}{listener}/{client}")
+}
+
+pub(crate) fn sticky_value(group: &str, server: &str, at_ms: u64) -> String {
+    format!("{group}/{server} {at_ms}")
+}
+
+/// A `sip/…` entry and when its origin decided it. Split from the right: an IP, a server
+/// name (letters, digits, `-_.`) and a number hold no `/` or space, whatever the listener's
+/// and group's names hold.
+pub(crate) fn parse_sticky(key: &str, value: &str) -> Option<(StickyIp, u64)> {
+    let (listener, client) = key.strip_prefix(STICKY_PREFIX)?.rsplit_once('/')?;
+    let (target, at) = value.rsplit_once(' ')?;
+    let (group, server) = target.rsplit_once('/')?;
+    let entry = StickyIp {
+        listener: listener.to_string(),
+        client: client.parse().ok()?,
+        group: group.to_string(),
+        server: server.to_string(),
+    };
+    Some((entry, at.parse().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -43,5 +84,14 @@ mod tests {
         assert_eq!(parse_cap(&k, &v), Some((server, 70, 1_700_000_000_123)));
         assert_eq!(parse_cap("beat", &v), None);
         assert_eq!(parse_cap(&k, "70"), None);
+    }
+
+    #[test]
+    fn a_sticky_entry_round_trips() {
+        let client: IpAddr = "2001:db8::7".parse().unwrap_or_else(|e| panic!("{e}"));
+        let (k, v) = (sticky_key("web", client), sticky_value("shop", "s2", 5));
+        let entry = StickyIp { listener: "web".into(), client, group: "shop".into(), server: "s2".into() };
+        assert_eq!(parse_sticky(&k, &v), Some((entry, 5)));
+        assert_eq!(parse_sticky(&k, "shop 5"), None);
     }
 }

@@ -10,6 +10,9 @@
 //! Layout: `node` (the thread, the tick: publish, observe, apply), `auth` (the sealed UDP
 //! transport), `keys` (the gossip keys and their text; a leaf), `digest` (what a config
 //! digest covers), `view` (what operators see), `stats` (the transport's counters).
+//!
+//! Shared now: membership and liveness, config digests, agents' capacities, `STICKY_IP`
+//! entries. Not yet: cookies, TLS session IDs, learned scheduler tables, admission counts.
 
 mod auth;
 mod digest;
@@ -19,7 +22,8 @@ mod stats;
 mod view;
 
 pub use digest::config_digest;
-pub use node::CapacitySink;
+pub use keys::StickyIp;
+pub use node::Remote;
 pub use stats::Counts;
 pub use view::{NodeView, View};
 
@@ -37,13 +41,9 @@ pub struct Cluster {
 
 impl Cluster {
     /// Binds the gossip socket and joins through `cfg.seeds`. `digest` is this node's
-    /// [`config_digest`]; `on_capacity` gets each capacity report another node shares.
-    pub fn start(
-        cfg: &config::Cluster,
-        digest: String,
-        on_capacity: CapacitySink,
-    ) -> std::io::Result<Cluster> {
-        let (inner, stop, thread) = node::spawn(cfg, digest, on_capacity)?;
+    /// [`config_digest`]; `remote` gets what other nodes share.
+    pub fn start(cfg: &config::Cluster, digest: String, remote: Box<dyn Remote>) -> std::io::Result<Cluster> {
+        let (inner, stop, thread) = node::spawn(cfg, digest, remote)?;
         tracing::info!(node = %cfg.node, gossip = %cfg.bind, seeds = cfg.seeds.len(), "joined cluster gossip");
         Ok(Cluster { inner, stop: Mutex::new(Some(stop)), thread: Mutex::new(Some(thread)) })
     }
@@ -51,6 +51,12 @@ impl Cluster {
     /// Shares an agent's report with every node (at the next tick, within 100 ms).
     pub fn publish_capacity(&self, server: SocketAddr, capacity: u32) {
         self.inner.publish_capacity(server, capacity);
+    }
+
+    /// Shares a `STICKY_IP` decision with every node; its origin (this node) withdraws it
+    /// after `lifetime` (the listener's `timeouts.sticky_ip`).
+    pub fn publish_sticky_ip(&self, entry: &StickyIp, lifetime: std::time::Duration) {
+        self.inner.publish_sticky_ip(entry, lifetime);
     }
 
     /// Shares a new config digest (after a reload).

@@ -4,7 +4,7 @@
 //! and refreshes the operator's [`View`].
 
 use crate::auth::SealedUdp;
-use crate::keys::{self, wall_ms};
+use crate::keys::{self, wall_ms, StickyIp};
 use crate::stats::Stats;
 use crate::view::{NodeView, View};
 use arc_swap::ArcSwap;
@@ -15,8 +15,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
-/// Called with (server, capacity, age at its origin) for each capacity another node shares.
-pub type CapacitySink = Box<dyn Fn(SocketAddr, u32, Duration) + Send + Sync>;
+/// What the switch does with what other nodes share. Each call carries the entry's age at
+/// its origin (measured on the origin's clock), so lifetimes count from the origin's event.
+pub trait Remote: Send + Sync {
+    /// An agent reported `capacity` for `server` to another node.
+    fn capacity(&self, server: SocketAddr, capacity: u32, age: Duration);
+    /// Another node pinned a client to a server (`STICKY_IP`).
+    fn sticky_ip(&self, entry: &StickyIp, age: Duration);
+}
 
 /// Phi accrual's threshold. chitchat computes phi as silence / mean interval between
 /// heartbeat news of a node, and news of each node arrives more often than once per gossip
@@ -30,6 +36,8 @@ const PHI_THRESHOLD: f64 = 16.0;
 struct Pending {
     digest: Option<String>,
     capacities: HashMap<SocketAddr, (u32, u64)>,
+    /// Sticky entries by key: (value, wall ms when the origin should delete it).
+    sticky: HashMap<String, (String, u64)>,
 }
 
 /// State shared by the handle and the tick.
@@ -43,6 +51,16 @@ impl Inner {
     pub(crate) fn publish_capacity(&self, server: SocketAddr, capacity: u32) {
         if let Ok(mut p) = self.pending.lock() {
             p.capacities.insert(server, (capacity, wall_ms()));
+        }
+    }
+
+    pub(crate) fn publish_sticky_ip(&self, entry: &StickyIp, lifetime: Duration) {
+        let now = wall_ms();
+        let key = keys::sticky_key(&entry.listener, entry.client);
+        let value = keys::sticky_value(&entry.group, &entry.server, now);
+        let ends = now.saturating_add(u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX));
+        if let Ok(mut p) = self.pending.lock() {
+            p.sticky.insert(key, (value, ends));
         }
     }
 
@@ -61,12 +79,12 @@ impl Inner {
 pub(crate) fn spawn(
     cfg: &config::Cluster,
     digest: String,
-    on_capacity: CapacitySink,
+    remote: Box<dyn Remote>,
 ) -> std::io::Result<(Arc<Inner>, oneshot::Sender<()>, std::thread::JoinHandle<()>)> {
     let stats = Arc::new(Stats::default());
     let view = View { node: cfg.node.clone(), config_digest: digest.clone(), ..View::default() };
     let inner = Arc::new(Inner {
-        pending: Mutex::new(Pending { digest: Some(digest), capacities: HashMap::new() }),
+        pending: Mutex::new(Pending { digest: Some(digest), ..Pending::default() }),
         view: ArcSwap::from_pointee(view),
         stats: Arc::clone(&stats),
     });
@@ -80,7 +98,7 @@ pub(crate) fn spawn(
     let shared = Arc::clone(&inner);
     let thread = std::thread::Builder::new().name("cswitch-cluster".into()).spawn(move || {
         runtime.block_on(async move {
-            drive(&handle, &shared, &on_capacity, tick, stopped).await;
+            drive(&handle, &shared, remote.as_ref(), tick, stopped).await;
             if let Err(e) = handle.shutdown().await {
                 tracing::debug!(error = %e, "gossip stopped with an error");
             }
@@ -104,7 +122,9 @@ fn chitchat_config(cfg: &config::Cluster) -> ChitchatConfig {
         listen_addr: cfg.bind,
         seed_nodes: cfg.seeds.iter().map(ToString::to_string).collect(),
         failure_detector_config,
-        marked_for_deletion_grace_period: Duration::from_secs(3600),
+        // Deleted entries (expired sticky ones) leave tombstones this long; a peer away for
+        // longer is sent the whole state again.
+        marked_for_deletion_grace_period: Duration::from_secs(120),
         catchup_callback: None,
         extra_liveness_predicate: None,
     }
@@ -114,11 +134,12 @@ fn chitchat_config(cfg: &config::Cluster) -> ChitchatConfig {
 async fn drive(
     handle: &chitchat::ChitchatHandle,
     inner: &Inner,
-    on_capacity: &CapacitySink,
+    remote: &dyn Remote,
     tick: Duration,
     mut stopped: oneshot::Receiver<()>,
 ) {
     let mut seen = Seen::default();
+    let mut expiries: HashMap<String, u64> = HashMap::new();
     let mut interval = tokio::time::interval(tick);
     loop {
         tokio::select! {
@@ -127,17 +148,30 @@ async fn drive(
         }
         let chitchat = handle.chitchat();
         let mut c = chitchat.lock().await;
-        publish(&mut c, inner);
-        let view = observe(&c, &mut seen, on_capacity, inner);
+        publish(&mut c, inner, &mut expiries);
+        let view = observe(&c, &mut seen, remote, inner);
         drop(c);
         inner.view.store(Arc::new(view));
     }
 }
 
-/// Writes what is pending, and the beat, into this node's gossip state.
-fn publish(c: &mut Chitchat, inner: &Inner) {
+/// Writes what is pending, and the beat, into this node's gossip state, and deletes the
+/// sticky entries whose lifetime ended (`expiries`: key → wall ms).
+fn publish(c: &mut Chitchat, inner: &Inner, expiries: &mut HashMap<String, u64>) {
     let pending = inner.pending.lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default();
     let state = c.self_node_state();
+    let now = wall_ms();
+    for (key, (value, ends)) in pending.sticky {
+        state.set(&key, value);
+        expiries.insert(key, ends);
+    }
+    expiries.retain(|key, ends| {
+        let live = *ends > now;
+        if !live {
+            state.delete(key);
+        }
+        live
+    });
     if let Some(digest) = pending.digest {
         state.set(keys::DIGEST, digest);
     }
@@ -174,11 +208,22 @@ impl Seen {
 struct NodeSeen {
     beat_version: u64,
     advanced_at: Instant,
-    capacity_versions: HashMap<String, u64>,
+    /// The version of each shared entry last handed to the switch.
+    versions: HashMap<String, u64>,
+}
+
+impl NodeSeen {
+    /// Whether `key` at `version` has not been handed over yet (and notes it as handed).
+    fn is_new(&mut self, key: &str, version: u64) -> bool {
+        let last = self.versions.entry(key.to_string()).or_insert(0);
+        let new = version > *last;
+        *last = (*last).max(version);
+        new
+    }
 }
 
 /// Hands new capacities of live nodes to the switch and builds the view.
-fn observe(c: &Chitchat, seen: &mut Seen, on_capacity: &CapacitySink, inner: &Inner) -> View {
+fn observe(c: &Chitchat, seen: &mut Seen, remote: &dyn Remote, inner: &Inner) -> View {
     let me = c.self_chitchat_id().clone();
     let live: Vec<&ChitchatId> = c.live_nodes().collect();
     let my_digest = c.node_state(&me).and_then(|s| s.get(keys::DIGEST)).unwrap_or_default().to_string();
@@ -189,7 +234,7 @@ fn observe(c: &Chitchat, seen: &mut Seen, on_capacity: &CapacitySink, inner: &In
         if !is_self {
             seen.note_liveness(id, is_live);
         }
-        let lag_ms = if is_self { None } else { track(seen, id, state, is_live, on_capacity) };
+        let lag_ms = if is_self { None } else { track(seen, id, state, is_live, remote) };
         let digest = state.get(keys::DIGEST).map(str::to_string);
         nodes.push(NodeView {
             name: id.node_id.to_string(),
@@ -201,6 +246,7 @@ fn observe(c: &Chitchat, seen: &mut Seen, on_capacity: &CapacitySink, inner: &In
             config_digest: digest,
             lag_ms,
             capacities: state.iter_prefix(keys::CAP_PREFIX).count(),
+            sticky_ip: state.iter_prefix(keys::STICKY_PREFIX).count(),
         });
     }
     seen.nodes.retain(|id, _| c.node_state(id).is_some());
@@ -215,13 +261,13 @@ fn track(
     id: &ChitchatId,
     state: &NodeState,
     live: bool,
-    on_capacity: &CapacitySink,
+    remote: &dyn Remote,
 ) -> Option<u64> {
     let beat = state.get_versioned(keys::BEAT)?;
     let entry = seen.nodes.entry(id.clone()).or_insert_with(|| NodeSeen {
         beat_version: 0,
         advanced_at: Instant::now(),
-        capacity_versions: HashMap::new(),
+        versions: HashMap::new(),
     });
     if beat.version > entry.beat_version {
         entry.beat_version = beat.version;
@@ -229,14 +275,19 @@ fn track(
     }
     if live {
         let origin_now: u64 = beat.value.parse().unwrap_or(0);
+        let age = |at: u64| Duration::from_millis(origin_now.saturating_sub(at));
         for (key, value) in state.iter_prefix(keys::CAP_PREFIX) {
-            let last = entry.capacity_versions.entry(key.to_string()).or_insert(0);
-            if value.version <= *last {
-                continue;
+            if entry.is_new(key, value.version) {
+                if let Some((server, capacity, at)) = keys::parse_cap(key, &value.value) {
+                    remote.capacity(server, capacity, age(at));
+                }
             }
-            *last = value.version;
-            if let Some((server, capacity, at)) = keys::parse_cap(key, &value.value) {
-                on_capacity(server, capacity, Duration::from_millis(origin_now.saturating_sub(at)));
+        }
+        for (key, value) in state.iter_prefix(keys::STICKY_PREFIX) {
+            if entry.is_new(key, value.version) {
+                if let Some((sticky, at)) = keys::parse_sticky(key, &value.value) {
+                    remote.sticky_ip(&sticky, age(at));
+                }
             }
         }
     }

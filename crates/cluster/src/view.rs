@@ -40,4 +40,6 @@ pub struct NodeView {
     pub lag_ms: Option<u64>,
     /// How many servers' capacities it shares (agents report to it).
     pub capacities: usize,
+    /// How many `STICKY_IP` entries it shares (decided there, not yet expired).
+    pub sticky_ip: usize,
 }

@@ -3,7 +3,7 @@
 //! member whose key differs (counting its datagrams).
 #![allow(clippy::unwrap_used)] // in tests a panic is the failure report
 
-use cswitch_cluster::{Cluster, View};
+use cswitch_cluster::{Cluster, Remote, StickyIp, View};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -15,12 +15,30 @@ fn free(ip: &str) -> SocketAddr {
     UdpSocket::bind((ip, 0)).unwrap().local_addr().unwrap()
 }
 
+/// Hands what other members share to the test.
+struct Collect(std::sync::Mutex<mpsc::Sender<Shared>>);
+
+#[derive(Debug, PartialEq)]
+enum Shared {
+    Capacity(SocketAddr, u32),
+    Sticky(StickyIp),
+}
+
+impl Remote for Collect {
+    fn capacity(&self, server: SocketAddr, capacity: u32, _age: Duration) {
+        let _ = self.0.lock().unwrap().send(Shared::Capacity(server, capacity));
+    }
+    fn sticky_ip(&self, entry: &StickyIp, _age: Duration) {
+        let _ = self.0.lock().unwrap().send(Shared::Sticky(entry.clone()));
+    }
+}
+
 fn member(
     name: &str,
     bind: SocketAddr,
     seeds: &[SocketAddr],
     key: &str,
-) -> (Cluster, mpsc::Receiver<(SocketAddr, u32)>) {
+) -> (Cluster, mpsc::Receiver<Shared>) {
     let cfg = config::Cluster {
         node: name.into(),
         bind,
@@ -29,11 +47,8 @@ fn member(
         gossip_interval: Duration::from_millis(100),
     };
     let (tx, rx) = mpsc::channel();
-    let tx = std::sync::Mutex::new(tx);
-    let sink = Box::new(move |server, capacity, _age| {
-        let _ = tx.lock().unwrap().send((server, capacity));
-    });
-    (Cluster::start(&cfg, format!("digest-of-{name}"), sink).unwrap(), rx)
+    let remote = Box::new(Collect(std::sync::Mutex::new(tx)));
+    (Cluster::start(&cfg, format!("digest-of-{name}"), remote).unwrap(), rx)
 }
 
 fn wait_for(what: &str, limit: Duration, cluster: &Cluster, ok: impl Fn(&View) -> bool) -> Duration {
@@ -70,8 +85,20 @@ fn members_join_share_capacities_and_notice_deaths() {
     let start = Instant::now();
     a.publish_capacity(server, 42);
     let got = b_caps.recv_timeout(Duration::from_secs(1)).expect("a's capacity at b within 1 s");
-    assert_eq!(got, (server, 42));
+    assert_eq!(got, Shared::Capacity(server, 42));
     eprintln!("capacity a → b in {:?}", start.elapsed());
+    let entry = StickyIp {
+        listener: "web".into(),
+        client: "192.0.2.7".parse().unwrap(),
+        group: "shop".into(),
+        server: "s2".into(),
+    };
+    a.publish_sticky_ip(&entry, Duration::from_millis(300));
+    let got = b_caps.recv_timeout(Duration::from_secs(1)).expect("a's sticky entry at b within 1 s");
+    assert_eq!(got, Shared::Sticky(entry));
+    wait_for("a's sticky entry withdrawn after its lifetime", Duration::from_secs(2), &b, |v| {
+        v.nodes.iter().any(|n| n.name == "a" && n.sticky_ip == 0)
+    });
 
     c.stop();
     let took = wait_for("c dead at b", Duration::from_secs(2), &b, |v| {

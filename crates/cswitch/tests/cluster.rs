@@ -290,3 +290,53 @@ async fn futures_join<F: std::future::Future<Output = testkit::Origin>>(
     }
     origins
 }
+
+/// A `STICKY_IP` client keeps its server whichever node it reaches: four clients (127.0.0.x
+/// source addresses) pinned through node a are served by the same servers through node b,
+/// which asks them in the opposite order (so b's own round robin could not agree by chance).
+#[test]
+fn a_sticky_ip_client_keeps_its_server_on_another_node() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let origins: Vec<testkit::Origin> =
+        rt.block_on(async { futures_join(["o1", "o2", "o3", "o4"].map(testkit::Origin::start)).await });
+    let dir = tempdir("cluster-sticky");
+    std::fs::write(
+        dir.join("sticky.rules"),
+        "Pin: if (inNet(srcip, \"127.0.0.0/8\")) { routeTo(web, STICKY_IP); }\n",
+    )
+    .unwrap();
+    let servers: Vec<String> =
+        origins.iter().map(|o| format!("{{ name = \"{}\", addr = \"{}\" }}", o.name(), o.addr())).collect();
+    let group = format!(
+        "rules = \"sticky.rules\"\n[[group]]\nname = \"web\"\nscheduler = \"rr\"\nservers = [ {} ]\n",
+        servers.join(", ")
+    );
+    let (ga, gb) = (free_udp("127.0.0.49"), free_udp("127.0.0.50"));
+    let a = start_with(&dir, "a", ga, &[], KEY, &group);
+    let b = start_with(&dir, "b", gb, &[ga], KEY, &group);
+    until(&b, &["cluster"], Duration::from_secs(5), "a live at b", |v| node_live(v, "a") == Some(true));
+    let clients = ["127.0.0.61", "127.0.0.62", "127.0.0.63", "127.0.0.64"];
+    let ask = |node: &Node, client: &str| -> String {
+        rt.block_on(async {
+            let local: SocketAddr = format!("{client}:0").parse().unwrap();
+            let mut c = testkit::RawClient::connect_from(local, node.web).await.unwrap();
+            c.send(b"GET /cart HTTP/1.1\r\nHost: shop\r\nConnection: close\r\n\r\n").await.unwrap();
+            let response = c.read_response().await.unwrap();
+            assert_eq!(response.status, 200);
+            response.header("X-Origin").unwrap().to_string()
+        })
+    };
+    let pinned: Vec<String> = clients.iter().map(|c| ask(&a, c)).collect();
+    let distinct: std::collections::BTreeSet<&String> = pinned.iter().collect();
+    assert_eq!(distinct.len(), 4, "round robin at a pinned each client to its own server: {pinned:?}");
+    let shared = until(&b, &["cluster"], Duration::from_secs(1), "a's four entries at b", |v| {
+        v["nodes"].as_array().unwrap().iter().any(|n| n["name"] == "a" && n["sticky_ip"] == 4)
+    });
+    eprintln!("a's sticky entries visible at b after {shared:?}");
+    for (client, server) in clients.iter().zip(&pinned).rev() {
+        for _ in 0..3 {
+            assert_eq!(&ask(&b, client), server, "client {client} moved to b");
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -118,6 +118,8 @@ counters! {
     AgentReportsRejected => "agent_reports_rejected",
     /// Capacity reports another node of the cluster shared, applied here.
     ClusterCapacities => "cluster_capacities",
+    /// `STICKY_IP` entries another node of the cluster shared, applied here.
+    ClusterStickyEntries => "cluster_sticky_entries",
     /// TLS connections closed: the ClientHello was malformed, not TLS, or too large.
     TlsMalformed => "tls_malformed",
     /// TLS handshakes that failed or timed out on a terminating listener.
