@@ -145,7 +145,7 @@ fn three_nodes_share_membership_and_capacities_and_see_a_killed_node_die() {
         "same routing config, same digest: {view:#}"
     );
 
-    // Before any report, `weights = "agent"` gives both servers nothing at b.
+    // Before any report, b has no capacity for either server.
     let before = ctl_json(&b, &["servers"]);
     assert_eq!(server(&before, "s1")["capacity"], Value::Null, "{before:#}");
     // The agent reports to a only, once per 200 ms (as `cswitch agent` does, faster).
@@ -215,6 +215,11 @@ fn a_node_without_the_key_is_ignored_and_counted() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("a (self)") && text.contains("live") && text.contains("refused"), "{text}");
     assert!(text.contains("last refused: "), "{text}");
+    // And so do the metrics.
+    let metrics = admin_get(&a, "/metrics");
+    let refused = metrics.lines().find(|l| l.starts_with("cswitch_cluster_gossip_refused_total ")).unwrap();
+    assert!(refused.split(' ').nth(1).unwrap().parse::<u64>().unwrap() >= 3, "{refused}");
+    assert!(metrics.contains("cswitch_cluster_node_live{node=\"a\"} 1"), "{metrics}");
     drop((a, x));
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -243,22 +248,41 @@ fn every_node_sends_a_url_to_the_same_server() {
     let c = start_with(&dir, "c", gc, &[ga], KEY, &group(&[3, 1, 0, 2]));
     let nodes = [&a, &b, &c];
     let capacities = [("o1", 100), ("o2", 50), ("o3", 25), ("o4", 10)];
+    // The agents report to a only, every 200 ms (bounded: 20 s at most) until the test ends,
+    // so no capacity goes stale (silent_after = 1 s) while the nodes are compared.
+    let reporting = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let reporter = {
+        let targets: Vec<(String, u32)> =
+            origins.iter().zip(capacities).map(|(o, (_, c))| (o.addr().to_string(), c)).collect();
+        let (reporting, to) = (std::sync::Arc::clone(&reporting), a.agents);
+        std::thread::spawn(move || {
+            for _ in 0..100 {
+                if !reporting.load(std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                targets.iter().for_each(|(server, capacity)| report(to, server, *capacity));
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
+    // Every node must weigh by them, with the same effective weights, before the comparison.
+    let weights = |n: &Node| -> Vec<Value> {
+        let v = ctl_json(n, &["servers"]);
+        capacities.iter().map(|(name, _)| server(&v, name)["effective_weight"].clone()).collect()
+    };
     let start = Instant::now();
-    // Reports go to a only; every node must weigh by them before the comparison.
-    'wait: loop {
-        for (o, (name, capacity)) in origins.iter().zip(capacities) {
-            assert_eq!(o.name(), name);
-            report(a.agents, &o.addr().to_string(), capacity);
+    loop {
+        let all: Vec<Vec<Value>> = nodes.iter().map(|n| weights(n)).collect();
+        // Alike, and by the reports (o1 > o2 > o3 > o4): until a server's first report, a
+        // node gives it its configured weight, alike everywhere but not what we compare.
+        let ordered =
+            all[0].windows(2).all(|w| w[0].as_u64() > w[1].as_u64()) && all[0][3].as_u64() > Some(0);
+        let agreed = all.iter().all(|w| w == &all[0]) && ordered;
+        if agreed {
+            break;
         }
-        let everywhere = nodes.iter().all(|n| {
-            let v = ctl_json(n, &["servers"]);
-            capacities.iter().all(|(name, capacity)| server(&v, name)["capacity"] == *capacity)
-        });
-        if everywhere {
-            break 'wait;
-        }
-        assert!(start.elapsed() < Duration::from_secs(3), "capacities not everywhere within 3 s");
-        std::thread::sleep(Duration::from_millis(100));
+        assert!(start.elapsed() < Duration::from_secs(3), "weights not alike within 3 s: {all:?}");
+        std::thread::sleep(Duration::from_millis(50));
     }
     let mut served: Vec<Vec<String>> = Vec::new();
     for node in nodes {
@@ -277,6 +301,8 @@ fn every_node_sends_a_url_to_the_same_server() {
     assert_eq!(served[0], served[2], "a and c (servers listed in another order) place URLs alike");
     let used: std::collections::BTreeSet<&String> = served[0].iter().collect();
     assert!(used.len() >= 3, "the URLs spread over the servers: {used:?}");
+    reporting.store(false, std::sync::atomic::Ordering::Relaxed);
+    reporter.join().unwrap();
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -339,4 +365,18 @@ fn a_sticky_ip_client_keeps_its_server_on_another_node() {
         }
     }
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `GET path` from `node`'s admin listener with the token; the response's body.
+fn admin_get(node: &Node, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(node.admin).unwrap();
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: admin\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response.split_once("\r\n\r\n").map(|(_, body)| body.to_string()).unwrap_or_default()
 }
