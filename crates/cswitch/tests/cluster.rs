@@ -73,8 +73,12 @@ fn start_with(
     group: &str,
 ) -> Node {
     let agents = free_udp("127.0.0.1");
+    start_config(dir, name, agents, &config(name, gossip, seeds, key, agents, group))
+}
+
+fn start_config(dir: &Path, name: &str, agents: SocketAddr, text: &str) -> Node {
     let path = dir.join(format!("{name}.toml"));
-    std::fs::write(&path, config(name, gossip, seeds, key, agents, group)).unwrap();
+    std::fs::write(&path, text).unwrap();
     let run = Running::start(&path);
     // In the order the switch logs them.
     run.wait_for("joined cluster gossip");
@@ -379,4 +383,61 @@ fn admin_get(node: &Node, path: &str) -> String {
     stream.read_to_string(&mut response).unwrap();
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     response.split_once("\r\n\r\n").map(|(_, body)| body.to_string()).unwrap_or_default()
+}
+
+/// The stats page shows the cluster: a headless Chromium loads node a's page, whose Cluster
+/// table lists b, live, with the same digest. Skipped without `chromium` unless `CSWITCH_REQUIRE_CHROMIUM` is set.
+#[test]
+fn the_stats_page_lists_the_nodes() {
+    let Some(chromium) = chromium() else { return };
+    let dir = tempdir("cluster-page");
+    let (ga, gb) = (free_udp("127.0.0.51"), free_udp("127.0.0.52"));
+    // An admin listener without a token (loopback): headless Chromium cannot answer the
+    // page's HTTP Basic challenge, and fetches refuse a URL with credentials in it.
+    let open = |name: &str, gossip: SocketAddr, seeds: &[SocketAddr]| {
+        let agents = free_udp("127.0.0.1");
+        let text = config(name, gossip, seeds, KEY, agents, &wrr_group());
+        start_config(&dir, name, agents, &text.replace(&format!("token = \"{TOKEN}\"\n"), ""))
+    };
+    let a = open("a", ga, &[]);
+    let _b = open("b", gb, &[ga]);
+    until(&a, &["cluster"], Duration::from_secs(5), "b live at a", |v| node_live(v, "b") == Some(true));
+    let out = std::process::Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--virtual-time-budget=3000"])
+        .arg(format!("--user-data-dir={}", dir.join("chromium-profile").display()))
+        .arg("--dump-dom")
+        .arg(format!("http://{}/", a.admin))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(!dom.is_empty(), "chromium printed no DOM ({}): {log}", out.status);
+    let row = |node: &str| {
+        let at = dom
+            .find(&format!("<tr data-node=\"{node}\">"))
+            .unwrap_or_else(|| panic!("no row for {node}: {dom}"));
+        dom[at..].split("</tr>").next().unwrap().to_string()
+    };
+    let (row_a, row_b) = (row("a"), row("b"));
+    assert!(row_a.contains("a (this node)"), "{row_a}");
+    assert!(row_b.contains("<span class=\"badge b-ok\">live</span>"), "{row_b}");
+    let digest = ctl_json(&a, &["cluster"])["config_digest"].as_str().unwrap().to_string();
+    assert!(row_b.contains(&format!("<span class=\"badge b-off\">{digest}</span>")), "same digest: {row_b}");
+    assert!(dom.contains("id=\"cluster-gossip\">gossip: "), "the gossip counters are shown");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `chromium` on PATH; `None` (the test is skipped) when it is not there and
+/// `CSWITCH_REQUIRE_CHROMIUM` is unset (CI sets it and installs chromium).
+fn chromium() -> Option<std::path::PathBuf> {
+    let paths = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&paths).map(|d| d.join("chromium")).find(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CSWITCH_REQUIRE_CHROMIUM").is_none(),
+            "CSWITCH_REQUIRE_CHROMIUM is set but `chromium` is not on PATH (Debian: apt-get install chromium)"
+        );
+        eprintln!("SKIPPED the_stats_page_lists_the_nodes: `chromium` is not on PATH");
+    }
+    found
 }

@@ -18,8 +18,8 @@ pub fn join(shared: &Arc<Shared>) -> std::io::Result<()> {
     // Weak: the gossip thread must not keep the switch alive after it stops.
     let remote = Box::new(Apply(Arc::downgrade(shared)));
     let digest = cluster::config_digest(&snap.config);
-    let node = cluster::Cluster::start(cfg, digest, remote)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("[cluster] cannot start: {e}")))?;
+    // Its errors name `[cluster]` and the address already.
+    let node = cluster::Cluster::start(cfg, digest, remote)?;
     let _ = shared.cluster.set(Arc::new(node));
     Ok(())
 }
