@@ -431,6 +431,11 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
         AgentReports => (agents, agents_help, Some(("result", "applied"))),
         AgentReportsRejected => (agents, agents_help, Some(("result", "rejected"))),
         ClusterCapacities => (agents, agents_help, Some(("result", "from_cluster"))),
+        ClusterLearnedCookies => (
+            "cswitch_cluster_learned_cookies",
+            "Session cookies other cluster nodes learned (persistence learn), applied here",
+            None,
+        ),
         ClusterStickyEntries => (
             "cswitch_cluster_sticky_entries",
             "STICKY_IP entries other cluster nodes shared, applied here",

@@ -6,7 +6,9 @@
 //! - `cap/<server IP:port>`: `<capacity> <wall ms>`, the last report an agent sent it;
 //! - `sip/<listener>/<client IP>`: `<group>/<server> <wall ms>`, a `STICKY_IP` decision
 //!   (names, not this node's internal ids, so every node can resolve them); deleted by its
-//!   origin when its lifetime ends.
+//!   origin when its lifetime ends;
+//! - `lck/<group>\t<cookie value>`: `<server> <wall ms>`, a session cookie a server set
+//!   (persistence `learn`); a tab because neither names nor cookie values hold one.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -15,6 +17,7 @@ pub(crate) const DIGEST: &str = "digest";
 pub(crate) const BEAT: &str = "beat";
 pub(crate) const CAP_PREFIX: &str = "cap/";
 pub(crate) const STICKY_PREFIX: &str = "sip/";
+pub(crate) const LEARNED_PREFIX: &str = "lck/";
 
 /// Milliseconds since the epoch (0 if the clock is before it).
 pub(crate) fn wall_ms() -> u64 {
@@ -73,6 +76,29 @@ pub(crate) fn parse_sticky(key: &str, value: &str) -> Option<(StickyIp, u64)> {
     Some((entry, at.parse().ok()?))
 }
 
+/// A session cookie value a server set, learned by a group with persistence `learn`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LearnedCookie {
+    /// The group's name.
+    pub group: String,
+    /// The cookie's value.
+    pub value: String,
+    /// The name of the server that set it.
+    pub server: String,
+}
+
+pub(crate) fn learned_key(group: &str, value: &str) -> String {
+    format!("{LEARNED_PREFIX}{group}\t{value}")
+}
+
+/// A `lck/…` entry and when its origin learned it.
+pub(crate) fn parse_learned(key: &str, value: &str) -> Option<(LearnedCookie, u64)> {
+    let (group, cookie) = key.strip_prefix(LEARNED_PREFIX)?.split_once('\t')?;
+    let (server, at) = value.rsplit_once(' ')?;
+    let entry = LearnedCookie { group: group.into(), value: cookie.into(), server: server.into() };
+    Some((entry, at.parse().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,5 +119,12 @@ mod tests {
         let entry = StickyIp { listener: "web".into(), client, group: "shop".into(), server: "s2".into() };
         assert_eq!(parse_sticky(&k, &v), Some((entry, 5)));
         assert_eq!(parse_sticky(&k, "shop 5"), None);
+    }
+
+    #[test]
+    fn a_learned_cookie_round_trips() {
+        let (k, v) = (learned_key("web", "a/b=c"), "s1 9".to_string());
+        let entry = LearnedCookie { group: "web".into(), value: "a/b=c".into(), server: "s1".into() };
+        assert_eq!(parse_learned(&k, &v), Some((entry, 9)));
     }
 }

@@ -12,7 +12,8 @@
 //! digest covers), `view` (what operators see), `stats` (the transport's counters).
 //!
 //! Shared now: membership and liveness, config digests, agents' capacities, `STICKY_IP`
-//! entries. Not yet: cookies, TLS session IDs, learned scheduler tables, admission counts.
+//! entries, learned session cookies. Not yet: TLS session IDs, learned scheduler tables,
+//! admission counts.
 
 mod auth;
 mod digest;
@@ -22,7 +23,7 @@ mod stats;
 mod view;
 
 pub use digest::config_digest;
-pub use keys::StickyIp;
+pub use keys::{LearnedCookie, StickyIp};
 pub use node::Remote;
 pub use stats::Counts;
 pub use view::{NodeView, View};
@@ -57,6 +58,12 @@ impl Cluster {
     /// after `lifetime` (the listener's `timeouts.sticky_ip`).
     pub fn publish_sticky_ip(&self, entry: &StickyIp, lifetime: std::time::Duration) {
         self.inner.publish_sticky_ip(entry, lifetime);
+    }
+
+    /// Shares a session cookie a server set (persistence `learn`); withdrawn after
+    /// `lifetime` (the group's learn `timeout`).
+    pub fn publish_learned_cookie(&self, entry: &LearnedCookie, lifetime: std::time::Duration) {
+        self.inner.publish_learned(entry, lifetime);
     }
 
     /// Shares a new config digest (after a reload).

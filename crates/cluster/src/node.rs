@@ -4,7 +4,7 @@
 //! and refreshes the operator's [`View`].
 
 use crate::auth::SealedUdp;
-use crate::keys::{self, wall_ms, StickyIp};
+use crate::keys::{self, wall_ms, LearnedCookie, StickyIp};
 use crate::stats::Stats;
 use crate::view::{NodeView, View};
 use arc_swap::ArcSwap;
@@ -22,6 +22,8 @@ pub trait Remote: Send + Sync {
     fn capacity(&self, server: SocketAddr, capacity: u32, age: Duration);
     /// Another node pinned a client to a server (`STICKY_IP`).
     fn sticky_ip(&self, entry: &StickyIp, age: Duration);
+    /// A server behind another node set a session cookie its group learns.
+    fn learned_cookie(&self, entry: &LearnedCookie, age: Duration);
 }
 
 /// Phi accrual's threshold. chitchat computes phi as silence / mean interval between
@@ -36,7 +38,8 @@ const PHI_THRESHOLD: f64 = 16.0;
 struct Pending {
     digest: Option<String>,
     capacities: HashMap<SocketAddr, (u32, u64)>,
-    /// Sticky entries by key: (value, wall ms when the origin should delete it).
+    /// Sticky entries and learned cookies by key: (value, wall ms when the origin should
+    /// delete it).
     sticky: HashMap<String, (String, u64)>,
 }
 
@@ -60,6 +63,17 @@ impl Inner {
         let value = keys::sticky_value(&entry.group, &entry.server, now);
         let ends = now.saturating_add(u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX));
         if let Ok(mut p) = self.pending.lock() {
+            p.sticky.insert(key, (value, ends));
+        }
+    }
+
+    pub(crate) fn publish_learned(&self, entry: &LearnedCookie, lifetime: Duration) {
+        let now = wall_ms();
+        let key = keys::learned_key(&entry.group, &entry.value);
+        let value = format!("{} {now}", entry.server);
+        let ends = now.saturating_add(u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX));
+        if let Ok(mut p) = self.pending.lock() {
+            // Withdrawn like sticky entries: one table of expiries for both.
             p.sticky.insert(key, (value, ends));
         }
     }
@@ -247,6 +261,7 @@ fn observe(c: &Chitchat, seen: &mut Seen, remote: &dyn Remote, inner: &Inner) ->
             lag_ms,
             capacities: state.iter_prefix(keys::CAP_PREFIX).count(),
             sticky_ip: state.iter_prefix(keys::STICKY_PREFIX).count(),
+            learned_cookies: state.iter_prefix(keys::LEARNED_PREFIX).count(),
         });
     }
     seen.nodes.retain(|id, _| c.node_state(id).is_some());
@@ -287,6 +302,13 @@ fn track(
             if entry.is_new(key, value.version) {
                 if let Some((sticky, at)) = keys::parse_sticky(key, &value.value) {
                     remote.sticky_ip(&sticky, age(at));
+                }
+            }
+        }
+        for (key, value) in state.iter_prefix(keys::LEARNED_PREFIX) {
+            if entry.is_new(key, value.version) {
+                if let Some((cookie, at)) = keys::parse_learned(key, &value.value) {
+                    remote.learned_cookie(&cookie, age(at));
                 }
             }
         }

@@ -42,4 +42,6 @@ pub struct NodeView {
     pub capacities: usize,
     /// How many `STICKY_IP` entries it shares (decided there, not yet expired).
     pub sticky_ip: usize,
+    /// How many learned session cookies it shares.
+    pub learned_cookies: usize,
 }

@@ -3,7 +3,7 @@
 //! member whose key differs (counting its datagrams).
 #![allow(clippy::unwrap_used)] // in tests a panic is the failure report
 
-use cswitch_cluster::{Cluster, Remote, StickyIp, View};
+use cswitch_cluster::{Cluster, LearnedCookie, Remote, StickyIp, View};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -22,6 +22,7 @@ struct Collect(std::sync::Mutex<mpsc::Sender<Shared>>);
 enum Shared {
     Capacity(SocketAddr, u32),
     Sticky(StickyIp),
+    Learned(LearnedCookie),
 }
 
 impl Remote for Collect {
@@ -30,6 +31,9 @@ impl Remote for Collect {
     }
     fn sticky_ip(&self, entry: &StickyIp, _age: Duration) {
         let _ = self.0.lock().unwrap().send(Shared::Sticky(entry.clone()));
+    }
+    fn learned_cookie(&self, entry: &LearnedCookie, _age: Duration) {
+        let _ = self.0.lock().unwrap().send(Shared::Learned(entry.clone()));
     }
 }
 
@@ -96,6 +100,10 @@ fn members_join_share_capacities_and_notice_deaths() {
     a.publish_sticky_ip(&entry, Duration::from_millis(300));
     let got = b_caps.recv_timeout(Duration::from_secs(1)).expect("a's sticky entry at b within 1 s");
     assert_eq!(got, Shared::Sticky(entry));
+    let cookie = LearnedCookie { group: "shop".into(), value: "abc/123".into(), server: "s1".into() };
+    a.publish_learned_cookie(&cookie, Duration::from_secs(60));
+    let got = b_caps.recv_timeout(Duration::from_secs(1)).expect("a's learned cookie at b within 1 s");
+    assert_eq!(got, Shared::Learned(cookie));
     wait_for("a's sticky entry withdrawn after its lifetime", Duration::from_secs(2), &b, |v| {
         v.nodes.iter().any(|n| n.name == "a" && n.sticky_ip == 0)
     });

@@ -120,6 +120,8 @@ counters! {
     ClusterCapacities => "cluster_capacities",
     /// `STICKY_IP` entries another node of the cluster shared, applied here.
     ClusterStickyEntries => "cluster_sticky_entries",
+    /// Session cookies (persistence `learn`) another node of the cluster learned, applied here.
+    ClusterLearnedCookies => "cluster_learned_cookies",
     /// TLS connections closed: the ClientHello was malformed, not TLS, or too large.
     TlsMalformed => "tls_malformed",
     /// TLS handshakes that failed or timed out on a terminating listener.

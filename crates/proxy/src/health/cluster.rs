@@ -1,12 +1,13 @@
 //! The switch's side of `[cluster]`: joins gossip at start, and takes what other nodes
-//! share as if it had happened here — an agent's capacity report, a `STICKY_IP` decision —
+//! share as if it had happened here — an agent's capacity report, a `STICKY_IP` decision, a
+//! session cookie a server set —
 //! dated by its age at the origin, so `silent_after` and `timeouts.sticky_ip` count from
 //! the event, not from its arrival here. (What this node shares is published where it
 //! happens: `agents` for reports, `Shared::share_sticky_ip` for decisions.)
 
 use crate::floor::live::now_ms;
 use crate::floor::shared::Shared;
-use cluster::StickyIp;
+use cluster::{LearnedCookie, StickyIp};
 use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -63,5 +64,17 @@ impl cluster::Remote for Apply {
         let decided = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
         shared.sticky_ip.put(listener, entry.client, server.id, decided);
         shared.stats.inc(crate::Counter::ClusterStickyEntries);
+    }
+
+    fn learned_cookie(&self, entry: &LearnedCookie, age: Duration) {
+        let Some(shared) = self.0.upgrade() else { return };
+        let snap = shared.snapshot.load();
+        let Some(group) = snap.groups.iter().find(|g| g.name == entry.group) else { return };
+        let server = group.servers.iter().find(|s| s.name == entry.server);
+        let (Some(p), Some(server)) = (group.persistence.as_deref(), server) else { return };
+        let learned = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
+        if crate::floor::persist::learned_elsewhere(p, entry.value.as_bytes(), server.id, learned) {
+            shared.stats.inc(crate::Counter::ClusterLearnedCookies);
+        }
     }
 }
