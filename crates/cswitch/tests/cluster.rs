@@ -497,3 +497,48 @@ fn a_learned_cookie_keeps_its_server_on_another_node() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// An inserted cookie needs nothing shared: it names the server (its `cookie` token), and
+/// every node has the same config. Four sessions started through node a keep their servers
+/// through node b.
+#[test]
+fn an_inserted_cookie_keeps_its_server_on_another_node() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let origins: Vec<testkit::Origin> =
+        rt.block_on(async { futures_join(["o1", "o2", "o3", "o4"].map(testkit::Origin::start)).await });
+    let dir = tempdir("cluster-insert");
+    let servers: Vec<String> =
+        origins.iter().map(|o| format!("{{ name = \"{}\", addr = \"{}\" }}", o.name(), o.addr())).collect();
+    let group = format!(
+        "[[group]]\nname = \"web\"\nscheduler = \"rr\"\n\
+         persistence = {{ mode = \"insert\", cookie = \"SRV\" }}\nservers = [ {} ]\n",
+        servers.join(", ")
+    );
+    let (ga, gb) = (free_udp("127.0.0.55"), free_udp("127.0.0.56"));
+    let a = start_with(&dir, "a", ga, &[], KEY, &group);
+    let b = start_with(&dir, "b", gb, &[ga], KEY, &group);
+    let ask = |node: &Node, cookie: Option<&str>| -> (String, Option<String>) {
+        rt.block_on(async {
+            let mut c = testkit::RawClient::connect(node.web).await.unwrap();
+            let cookie = cookie.map_or(String::new(), |v| format!("Cookie: {v}\r\n"));
+            let req = format!("GET /cart HTTP/1.1\r\nHost: shop\r\n{cookie}Connection: close\r\n\r\n");
+            c.send(req.as_bytes()).await.unwrap();
+            let response = c.read_response().await.unwrap();
+            assert_eq!(response.status, 200);
+            let set = response.header("Set-Cookie").map(|v| v.split(';').next().unwrap().to_string());
+            (response.header("X-Origin").unwrap().to_string(), set)
+        })
+    };
+    let sessions: Vec<(String, String)> = (0..4)
+        .map(|_| {
+            let (server, set) = ask(&a, None);
+            (server, set.expect("the switch inserts SRV"))
+        })
+        .collect();
+    let distinct: std::collections::BTreeSet<&String> = sessions.iter().map(|(s, _)| s).collect();
+    assert_eq!(distinct.len(), 4, "round robin at a gave each session its own server: {sessions:?}");
+    for (server, cookie) in sessions.iter().rev() {
+        assert_eq!(&ask(&b, Some(cookie)).0, server, "session {cookie} moved to b");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
