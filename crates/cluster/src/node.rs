@@ -222,18 +222,10 @@ impl Seen {
 struct NodeSeen {
     beat_version: u64,
     advanced_at: Instant,
-    /// The version of each shared entry last handed to the switch.
-    versions: HashMap<String, u64>,
-}
-
-impl NodeSeen {
-    /// Whether `key` at `version` has not been handed over yet (and notes it as handed).
-    fn is_new(&mut self, key: &str, version: u64) -> bool {
-        let last = self.versions.entry(key.to_string()).or_insert(0);
-        let new = version > *last;
-        *last = (*last).max(version);
-        new
-    }
+    /// The node's state version up to which its entries were handed to the switch. A node
+    /// numbers its writes in order and Scuttlebutt delivers them in that order, so an entry
+    /// above the mark is new (no per-entry bookkeeping, nothing to prune).
+    handed_up_to: u64,
 }
 
 /// Hands new capacities of live nodes to the switch and builds the view.
@@ -282,7 +274,7 @@ fn track(
     let entry = seen.nodes.entry(id.clone()).or_insert_with(|| NodeSeen {
         beat_version: 0,
         advanced_at: Instant::now(),
-        versions: HashMap::new(),
+        handed_up_to: 0,
     });
     if beat.version > entry.beat_version {
         entry.beat_version = beat.version;
@@ -291,27 +283,24 @@ fn track(
     if live {
         let origin_now: u64 = beat.value.parse().unwrap_or(0);
         let age = |at: u64| Duration::from_millis(origin_now.saturating_sub(at));
-        for (key, value) in state.iter_prefix(keys::CAP_PREFIX) {
-            if entry.is_new(key, value.version) {
-                if let Some((server, capacity, at)) = keys::parse_cap(key, &value.value) {
-                    remote.capacity(server, capacity, age(at));
-                }
+        let mark = entry.handed_up_to;
+        let new = |prefix| state.iter_prefix(prefix).filter(move |(_, v)| v.version > mark);
+        for (key, value) in new(keys::CAP_PREFIX) {
+            if let Some((server, capacity, at)) = keys::parse_cap(key, &value.value) {
+                remote.capacity(server, capacity, age(at));
             }
         }
-        for (key, value) in state.iter_prefix(keys::STICKY_PREFIX) {
-            if entry.is_new(key, value.version) {
-                if let Some((sticky, at)) = keys::parse_sticky(key, &value.value) {
-                    remote.sticky_ip(&sticky, age(at));
-                }
+        for (key, value) in new(keys::STICKY_PREFIX) {
+            if let Some((sticky, at)) = keys::parse_sticky(key, &value.value) {
+                remote.sticky_ip(&sticky, age(at));
             }
         }
-        for (key, value) in state.iter_prefix(keys::LEARNED_PREFIX) {
-            if entry.is_new(key, value.version) {
-                if let Some((cookie, at)) = keys::parse_learned(key, &value.value) {
-                    remote.learned_cookie(&cookie, age(at));
-                }
+        for (key, value) in new(keys::LEARNED_PREFIX) {
+            if let Some((cookie, at)) = keys::parse_learned(key, &value.value) {
+                remote.learned_cookie(&cookie, age(at));
             }
         }
+        entry.handed_up_to = state.max_version();
     }
     Some(u64::try_from(entry.advanced_at.elapsed().as_millis()).unwrap_or(u64::MAX))
 }
