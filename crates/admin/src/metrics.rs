@@ -431,6 +431,11 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
         AgentReports => (agents, agents_help, Some(("result", "applied"))),
         AgentReportsRejected => (agents, agents_help, Some(("result", "rejected"))),
         ClusterCapacities => (agents, agents_help, Some(("result", "from_cluster"))),
+        ClusterTlsSessions => (
+            "cswitch_cluster_tls_sessions",
+            "TLS session IDs other cluster nodes saw issued, applied here",
+            None,
+        ),
         ClusterLearnedCookies => (
             "cswitch_cluster_learned_cookies",
             "Session cookies other cluster nodes learned (persistence learn), applied here",

@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used)] // an example: a panic is its report
 #![allow(missing_docs)]
 
-use cswitch_cluster::{Cluster, LearnedCookie, Remote, StickyIp};
+use cswitch_cluster::{Cluster, LearnedCookie, Remote, StickyIp, TlsSession};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -22,6 +22,7 @@ impl Remote for Count {
     }
     fn sticky_ip(&self, _: &StickyIp, _: Duration) {}
     fn learned_cookie(&self, _: &LearnedCookie, _: Duration) {}
+    fn tls_session(&self, _: &TlsSession, _: Duration) {}
 }
 
 fn main() {

@@ -8,7 +8,9 @@
 //!   (names, not this node's internal ids, so every node can resolve them); deleted by its
 //!   origin when its lifetime ends;
 //! - `lck/<group>\t<cookie value>`: `<server> <wall ms>`, a session cookie a server set
-//!   (persistence `learn`); a tab because neither names nor cookie values hold one.
+//!   (persistence `learn`); a tab because neither names nor cookie values hold one;
+//! - `tls/<session ID in hex>`: `<group>/<server> <wall ms>`, a TLS session ID a server
+//!   issued (passthrough listeners).
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -18,6 +20,7 @@ pub(crate) const BEAT: &str = "beat";
 pub(crate) const CAP_PREFIX: &str = "cap/";
 pub(crate) const STICKY_PREFIX: &str = "sip/";
 pub(crate) const LEARNED_PREFIX: &str = "lck/";
+pub(crate) const TLS_PREFIX: &str = "tls/";
 
 /// Milliseconds since the epoch (0 if the clock is before it).
 pub(crate) fn wall_ms() -> u64 {
@@ -99,6 +102,41 @@ pub(crate) fn parse_learned(key: &str, value: &str) -> Option<(LearnedCookie, u6
     Some((entry, at.parse().ok()?))
 }
 
+/// A TLS session ID a server issued in its ServerHello (TLS passthrough).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsSession {
+    /// The session ID (1 to 32 bytes).
+    pub id: Vec<u8>,
+    /// The group's name.
+    pub group: String,
+    /// The server's name in that group.
+    pub server: String,
+}
+
+pub(crate) fn tls_key(id: &[u8]) -> String {
+    let mut key = String::with_capacity(TLS_PREFIX.len() + 2 * id.len());
+    key.push_str(TLS_PREFIX);
+    for b in id {
+        key.push_str(&format!("{b:02x}"));
+    }
+    key
+}
+
+/// A `tls/…` entry and when its origin saw the session issued.
+pub(crate) fn parse_tls(key: &str, value: &str) -> Option<(TlsSession, u64)> {
+    let hex = key.strip_prefix(TLS_PREFIX)?;
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    let id = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    let (target, at) = value.rsplit_once(' ')?;
+    let (group, server) = target.rsplit_once('/')?;
+    Some((TlsSession { id, group: group.into(), server: server.into() }, at.parse().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +157,15 @@ mod tests {
         let entry = StickyIp { listener: "web".into(), client, group: "shop".into(), server: "s2".into() };
         assert_eq!(parse_sticky(&k, &v), Some((entry, 5)));
         assert_eq!(parse_sticky(&k, "shop 5"), None);
+    }
+
+    #[test]
+    fn a_tls_session_round_trips() {
+        let k = tls_key(&[0, 0xab, 0x7f]);
+        assert_eq!(k, "tls/00ab7f");
+        let entry = TlsSession { id: vec![0, 0xab, 0x7f], group: "g".into(), server: "s".into() };
+        assert_eq!(parse_tls(&k, "g/s 4"), Some((entry, 4)));
+        assert_eq!(parse_tls("tls/0ab", "g/s 4"), None);
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! digest covers), `view` (what operators see), `stats` (the transport's counters).
 //!
 //! Shared now: membership and liveness, config digests, agents' capacities, `STICKY_IP`
-//! entries, learned session cookies. Not yet: TLS session IDs, learned scheduler tables,
+//! entries, learned session cookies, TLS session IDs. Not yet: learned scheduler tables,
 //! admission counts.
 
 mod auth;
@@ -23,7 +23,7 @@ mod stats;
 mod view;
 
 pub use digest::config_digest;
-pub use keys::{LearnedCookie, StickyIp};
+pub use keys::{LearnedCookie, StickyIp, TlsSession};
 pub use node::Remote;
 pub use stats::Counts;
 pub use view::{NodeView, View};
@@ -64,6 +64,12 @@ impl Cluster {
     /// `lifetime` (the group's learn `timeout`).
     pub fn publish_learned_cookie(&self, entry: &LearnedCookie, lifetime: std::time::Duration) {
         self.inner.publish_learned(entry, lifetime);
+    }
+
+    /// Shares a TLS session ID a server issued; withdrawn after `lifetime`
+    /// (`timeouts.tls_session`).
+    pub fn publish_tls_session(&self, entry: &TlsSession, lifetime: std::time::Duration) {
+        self.inner.publish_tls_session(entry, lifetime);
     }
 
     /// Shares a new config digest (after a reload).

@@ -4,7 +4,7 @@
 //! and refreshes the operator's [`View`].
 
 use crate::auth::SealedUdp;
-use crate::keys::{self, wall_ms, LearnedCookie, StickyIp};
+use crate::keys::{self, wall_ms, LearnedCookie, StickyIp, TlsSession};
 use crate::stats::Stats;
 use crate::view::{NodeView, View};
 use arc_swap::ArcSwap;
@@ -24,6 +24,8 @@ pub trait Remote: Send + Sync {
     fn sticky_ip(&self, entry: &StickyIp, age: Duration);
     /// A server behind another node set a session cookie its group learns.
     fn learned_cookie(&self, entry: &LearnedCookie, age: Duration);
+    /// A server behind another node issued a TLS session ID (passthrough).
+    fn tls_session(&self, entry: &TlsSession, age: Duration);
 }
 
 /// Phi accrual's threshold. chitchat computes phi as silence / mean interval between
@@ -74,6 +76,20 @@ impl Inner {
         let ends = now.saturating_add(u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX));
         if let Ok(mut p) = self.pending.lock() {
             // Withdrawn like sticky entries: one table of expiries for both.
+            p.sticky.insert(key, (value, ends));
+        }
+    }
+
+    pub(crate) fn publish_tls_session(&self, entry: &TlsSession, lifetime: Duration) {
+        let now = wall_ms();
+        let value = keys::sticky_value(&entry.group, &entry.server, now);
+        self.publish_withdrawn(keys::tls_key(&entry.id), value, now, lifetime);
+    }
+
+    /// An entry the origin deletes `lifetime` after `now`.
+    fn publish_withdrawn(&self, key: String, value: String, now: u64, lifetime: Duration) {
+        let ends = now.saturating_add(u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX));
+        if let Ok(mut p) = self.pending.lock() {
             p.sticky.insert(key, (value, ends));
         }
     }
@@ -254,6 +270,7 @@ fn observe(c: &Chitchat, seen: &mut Seen, remote: &dyn Remote, inner: &Inner) ->
             capacities: state.iter_prefix(keys::CAP_PREFIX).count(),
             sticky_ip: state.iter_prefix(keys::STICKY_PREFIX).count(),
             learned_cookies: state.iter_prefix(keys::LEARNED_PREFIX).count(),
+            tls_sessions: state.iter_prefix(keys::TLS_PREFIX).count(),
         });
     }
     seen.nodes.retain(|id, _| c.node_state(id).is_some());
@@ -298,6 +315,11 @@ fn track(
         for (key, value) in new(keys::LEARNED_PREFIX) {
             if let Some((cookie, at)) = keys::parse_learned(key, &value.value) {
                 remote.learned_cookie(&cookie, age(at));
+            }
+        }
+        for (key, value) in new(keys::TLS_PREFIX) {
+            if let Some((session, at)) = keys::parse_tls(key, &value.value) {
+                remote.tls_session(&session, age(at));
             }
         }
         entry.handed_up_to = state.max_version();

@@ -44,4 +44,6 @@ pub struct NodeView {
     pub sticky_ip: usize,
     /// How many learned session cookies it shares.
     pub learned_cookies: usize,
+    /// How many TLS session IDs it shares.
+    pub tls_sessions: usize,
 }

@@ -3,7 +3,7 @@
 //! member whose key differs (counting its datagrams).
 #![allow(clippy::unwrap_used)] // in tests a panic is the failure report
 
-use cswitch_cluster::{Cluster, LearnedCookie, Remote, StickyIp, View};
+use cswitch_cluster::{Cluster, LearnedCookie, Remote, StickyIp, TlsSession, View};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -23,6 +23,7 @@ enum Shared {
     Capacity(SocketAddr, u32),
     Sticky(StickyIp),
     Learned(LearnedCookie),
+    Tls(TlsSession),
 }
 
 impl Remote for Collect {
@@ -34,6 +35,9 @@ impl Remote for Collect {
     }
     fn learned_cookie(&self, entry: &LearnedCookie, _age: Duration) {
         let _ = self.0.lock().unwrap().send(Shared::Learned(entry.clone()));
+    }
+    fn tls_session(&self, entry: &TlsSession, _age: Duration) {
+        let _ = self.0.lock().unwrap().send(Shared::Tls(entry.clone()));
     }
 }
 
@@ -104,6 +108,10 @@ fn members_join_share_capacities_and_notice_deaths() {
     a.publish_learned_cookie(&cookie, Duration::from_secs(60));
     let got = b_caps.recv_timeout(Duration::from_secs(1)).expect("a's learned cookie at b within 1 s");
     assert_eq!(got, Shared::Learned(cookie));
+    let session = TlsSession { id: vec![1, 2, 3, 254], group: "tls".into(), server: "s3".into() };
+    a.publish_tls_session(&session, Duration::from_secs(60));
+    let got = b_caps.recv_timeout(Duration::from_secs(1)).expect("a's TLS session at b within 1 s");
+    assert_eq!(got, Shared::Tls(session));
     wait_for("a's sticky entry withdrawn after its lifetime", Duration::from_secs(2), &b, |v| {
         v.nodes.iter().any(|n| n.name == "a" && n.sticky_ip == 0)
     });

@@ -47,6 +47,19 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Shares a TLS session ID `server` just issued with the cluster; nothing without
+    /// `[cluster]`.
+    pub fn share_tls_session(&self, id: &[u8], server: u64) {
+        let Some(node) = self.cluster.get() else { return };
+        let snap = self.snapshot.load();
+        let Some(g) = snap.group_of(server) else { return };
+        let group = &snap.groups[g];
+        let Some(s) = group.servers.iter().find(|s| s.id == server) else { return };
+        let entry =
+            cluster::TlsSession { id: id.to_vec(), group: group.name.clone(), server: s.name.clone() };
+        node.publish_tls_session(&entry, snap.config.timeouts.tls_session);
+    }
+
     /// Shares a `STICKY_IP` decision this node just made (a new or changed entry) with the
     /// cluster, by names every node can resolve; nothing without `[cluster]`.
     pub fn share_sticky_ip(&self, listener: usize, client: std::net::IpAddr, server: u64) {

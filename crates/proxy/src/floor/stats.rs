@@ -122,6 +122,8 @@ counters! {
     ClusterStickyEntries => "cluster_sticky_entries",
     /// Session cookies (persistence `learn`) another node of the cluster learned, applied here.
     ClusterLearnedCookies => "cluster_learned_cookies",
+    /// TLS session IDs another node of the cluster saw issued, applied here.
+    ClusterTlsSessions => "cluster_tls_sessions",
     /// TLS connections closed: the ClientHello was malformed, not TLS, or too large.
     TlsMalformed => "tls_malformed",
     /// TLS handshakes that failed or timed out on a terminating listener.

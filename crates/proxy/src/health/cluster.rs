@@ -1,13 +1,13 @@
 //! The switch's side of `[cluster]`: joins gossip at start, and takes what other nodes
 //! share as if it had happened here — an agent's capacity report, a `STICKY_IP` decision, a
-//! session cookie a server set —
+//! session cookie a server set, a TLS session ID it issued —
 //! dated by its age at the origin, so `silent_after` and `timeouts.sticky_ip` count from
 //! the event, not from its arrival here. (What this node shares is published where it
 //! happens: `agents` for reports, `Shared::share_sticky_ip` for decisions.)
 
 use crate::floor::live::now_ms;
 use crate::floor::shared::Shared;
-use cluster::{LearnedCookie, StickyIp};
+use cluster::{LearnedCookie, StickyIp, TlsSession};
 use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -64,6 +64,18 @@ impl cluster::Remote for Apply {
         let decided = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
         shared.sticky_ip.put(listener, entry.client, server.id, decided);
         shared.stats.inc(crate::Counter::ClusterStickyEntries);
+    }
+
+    fn tls_session(&self, entry: &TlsSession, age: Duration) {
+        let Some(shared) = self.0.upgrade() else { return };
+        let snap = shared.snapshot.load();
+        let group = snap.groups.iter().find(|g| g.name == entry.group);
+        let Some(server) = group.and_then(|g| g.servers.iter().find(|s| s.name == entry.server)) else {
+            return;
+        };
+        let issued = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
+        shared.tls_sessions.put_at(entry.id.clone().into_boxed_slice(), server.id, issued);
+        shared.stats.inc(crate::Counter::ClusterTlsSessions);
     }
 
     fn learned_cookie(&self, entry: &LearnedCookie, age: Duration) {

@@ -200,7 +200,12 @@ async fn learn_session(
             Progress::NeedMore if !sbuf.is_full() => {}
             Progress::Done(hello) => {
                 if hello.resumption_via_session_id() {
-                    worker.shared.tls_sessions.put(hello.session_id.into_boxed_slice(), server);
+                    let (shared, id) = (&worker.shared, hello.session_id.into_boxed_slice());
+                    // A resumption echoes a known ID: only a new one is shared.
+                    if shared.tls_sessions.get(&id) != Some(server) {
+                        shared.share_tls_session(&id, server);
+                    }
+                    shared.tls_sessions.put(id, server);
                 }
                 return Some(hello.version);
             }

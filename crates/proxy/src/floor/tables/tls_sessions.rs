@@ -30,7 +30,13 @@ impl TlsSessions {
 
     /// Remembers that `server` issued `session_id`.
     pub fn put(&self, session_id: Box<[u8]>, server: u64) {
-        self.table.load().1.put(session_id, server, std::time::Instant::now());
+        self.put_at(session_id, server, std::time::Instant::now());
+    }
+
+    /// As [`TlsSessions::put`], for a session issued at `at` (another node of the cluster
+    /// saw it then).
+    pub fn put_at(&self, session_id: Box<[u8]>, server: u64, at: std::time::Instant) {
+        self.table.load().1.put(session_id, server, at);
     }
 
     /// After a reload: a new lifetime empties the table; entries of servers that are gone
