@@ -2,8 +2,10 @@
 //! 127.0.0.x addresses find each other; a capacity an agent reports to node A changes the
 //! weights node B uses within 1 s, and drops to 0 on B once the agent has been silent for
 //! `silent_after`; a killed node is seen dead within 2 s; a node with another key, and raw
-//! datagrams, are refused and counted and change nothing. Everything is read through
-//! `cswitch ctl --json` (the admin API).
+//! datagrams, are refused and counted and change nothing; the same URL reaches the same
+//! server through every node; the stats page lists the nodes. Read through `cswitch ctl
+//! --json` (the admin API), `/metrics` and a headless browser. Persistence across nodes is
+//! in `cluster_persistence.rs` and `cluster_tls.rs`.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod cluster_bed;
