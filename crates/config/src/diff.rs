@@ -392,6 +392,8 @@ fn listener_fields(a: &Listener, b: &Listener) -> Vec<String> {
     };
     field(&mut out, "trusted_proxies", nets(a), nets(b));
     field(&mut out, "xml_form_field", format!("{:?}", a.xml_form_field), format!("{:?}", b.xml_form_field));
+    field(&mut out, "alpn", format!("{:?}", a.http2.alpn), format!("{:?}", b.http2.alpn));
+    field(&mut out, "h2c", a.http2.h2c, b.http2.h2c);
     out
 }
 

@@ -43,6 +43,8 @@ pub(crate) const LISTENER_KEYS: &[&str] = &[
     "connection_persistence",
     "preallocate",
     "tls",
+    "alpn",
+    "h2c",
     "hostname",
     "deny_text",
     "xclient",

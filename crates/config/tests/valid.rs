@@ -103,6 +103,7 @@ fn listener(name: &str, bind: &str, group: &str) -> Listener {
         preallocate: false,
         tls: None,
         mail: cswitch_config::MailOptions::default(),
+        http2: cswitch_config::Http2::default(),
     }
 }
 
@@ -258,6 +259,17 @@ fn minimal_config_gets_every_default() {
 }
 
 #[test]
+fn http2_is_offered_by_default_and_can_be_switched_off() {
+    let config = parse(MINIMAL, Path::new("cswitch.toml")).unwrap();
+    let l = &config.listeners[0];
+    assert!(l.http2.h2c && l.takes_h2_preface(), "h2c on by default");
+    assert_eq!(l.http2.alpn, ["h2", "http/1.1"]);
+    let off = MINIMAL.replace("default_group", "h2c = false\ndefault_group");
+    let config = parse(&off, Path::new("cswitch.toml")).unwrap();
+    assert!(!config.listeners[0].takes_h2_preface());
+}
+
+#[test]
 fn empty_sections_and_inline_sections_take_defaults() {
     let text = format!("timeouts = {{ queue = \"2s\" }}\n[global]\n[limits]\n{MINIMAL}");
     let config = parse(&text, Path::new("c.toml")).unwrap();
@@ -383,6 +395,8 @@ fn example_documents_every_key() {
         "table_size",
         "connection_persistence",
         "preallocate",
+        "alpn",
+        "h2c",
     ] {
         assert!(docs.contains(&format!("`{key}`")), "docs/config.md lacks `{key}`");
     }
