@@ -45,6 +45,11 @@ pub const MAX_CONCURRENT_STREAMS: u32 = 100;
 /// connection is closed with ENHANCE_YOUR_CALM (rapid reset, CVE-2023-44487).
 const MAX_PENDING_RESETS: usize = 20;
 
+/// Streams still running on the switch's side, answered or not: past this the client has
+/// opened streams faster than it let them finish, by resetting them (the crate frees a
+/// client's stream count at its RST_STREAM, while the request it started goes on here).
+const MAX_RUNNING_STREAMS: usize = 2 * MAX_CONCURRENT_STREAMS as usize;
+
 /// Streams the switch may reset for a client's errors before it closes the connection.
 const MAX_ERROR_RESETS: usize = 100;
 
@@ -122,6 +127,11 @@ where
         let idle = idle_wait(streams.is_empty(), snap.config.timeouts.client_idle);
         tokio::select! {
             next = h2.accept() => match next {
+                Some(Ok(_)) if streams.len() >= MAX_RUNNING_STREAMS => {
+                    rapid_reset(worker, &conn, &mut h2);
+                    streams.abort_all();
+                    closing = true;
+                }
                 Some(Ok((req, respond))) => {
                     worker.shared.stats.inc(Counter::H2Streams);
                     let s = stream::serve(Rc::clone(worker), open.listener(), Rc::clone(&conn), req, respond);
@@ -167,6 +177,18 @@ async fn idle_wait(no_streams: bool, limit: Duration) {
     } else {
         std::future::pending::<()>().await;
     }
+}
+
+/// Ends a connection whose client resets streams to open more than it may (rapid reset,
+/// CVE-2023-44487): GOAWAY ENHANCE_YOUR_CALM (sent as the connection is polled on); its
+/// streams in progress are abandoned.
+fn rapid_reset<T>(worker: &Worker, conn: &Conn, h2: &mut h2::server::Connection<T, bytes::Bytes>)
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    worker.shared.stats.inc(Counter::H2ConnectionErrors);
+    tracing::warn!(client = %conn.peer, "HTTP/2 client reset streams faster than they ended; connection closed");
+    h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
 }
 
 /// A connection that ended in error: counted and logged when the client broke the

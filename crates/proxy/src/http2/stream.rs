@@ -107,6 +107,9 @@ async fn upload<W: AsyncWrite + Unpin>(
             Ok(Some(Err(e))) => return note_body_error(worker, &e),
             Err(_) => return, // the phases count their own body timeout (408)
         };
+        if data.is_empty() {
+            continue; // an empty DATA frame: as a chunk it would end the body
+        }
         sent += data.len() as u64;
         if matches!(t.framing, Framing::Length(n) if sent > n) || t.framing == Framing::None {
             return length_mismatch(worker, &mut body);
