@@ -90,17 +90,11 @@ fn spawn_http(worker: &Worker, open: Open, client: crate::http::Client, state: S
 }
 
 /// An HTTP connection: HTTP/1.x, unless it opens with the HTTP/2 preface on a listener
-/// that takes it (then the `http2` wing serves it, with the bytes already read). Not an
-/// `async fn`, and the HTTP/1.x future pinned where it is captured: every silent
-/// connection holds this future, which must not keep a second copy of the client.
+/// that takes it (then the `http2` wing serves it, with the bytes already read). The wing
+/// is passed as a function item, which takes no room in the future every silent
+/// connection holds (a wrapping future would hold a second copy of the HTTP/1.x one).
 fn serve_http(open: Open, client: crate::http::Client) -> impl std::future::Future<Output = ()> {
-    let http1 = crate::http::serve(open, client);
-    async move {
-        tokio::pin!(http1);
-        if let Some((open, client)) = http1.as_mut().await {
-            Box::pin(crate::http2::serve_after_preface(open, client)).await;
-        }
-    }
+    crate::http::serve(open, client, crate::http2::serve_after_preface)
 }
 
 /// Serves parked connections again when their sockets turn readable (the next request,

@@ -300,3 +300,25 @@ async fn streams_over_the_concurrency_limit_are_refused() {
     assert_eq!(refused, [(201, 7)], "stream 201 refused with REFUSED_STREAM");
     assert_eq!(answered, 100);
 }
+
+/// h2spec, the HTTP/2 conformance suite, against a TLS listener (every case passes) and a
+/// plain one. On the plain listener one case is answered differently by design: bytes
+/// that are not the HTTP/2 preface are an HTTP/1.1 request there (the listener speaks
+/// both), so "Sends invalid connection preface" gets an HTTP/1.1 `400` rather than a close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2spec_passes_on_tls_and_h2c_listeners() {
+    let Some(h2spec) = support::h2spec() else { return };
+    let h2spec = h2spec.to_str().unwrap().to_string();
+    let tls = rig("h2spec-tls", "tls").await;
+    let port = tls.addr.port().to_string();
+    let out = support::run(&h2spec, &["-h", "127.0.0.1", "-p", &port, "-t", "-k", "-o", "2"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("145 tests, 145 passed, 0 skipped, 0 failed"), "{text}");
+    let plain = rig("h2spec-h2c", "").await;
+    let port = plain.addr.port().to_string();
+    let out = support::run(&h2spec, &["-h", "127.0.0.1", "-p", &port, "-o", "2"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("145 tests, 144 passed, 0 skipped, 1 failed"), "{text}");
+    let failures = text.split("Failures:").nth(1).unwrap_or_default();
+    assert!(failures.contains("× 2: Sends invalid connection preface"), "{failures}");
+}

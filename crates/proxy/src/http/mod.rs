@@ -57,18 +57,19 @@ pub(crate) async fn serve_piped(worker: &Worker, listener: usize, client: &mut C
 
 /// Serves one HTTP client connection to its end, or until it parks (`floor::parked`: the
 /// worker's resume loop serves it again with [`resume`]). A connection that opened with
-/// the HTTP/2 preface on a listener that takes it is given back (with the bytes read) for
-/// the `http2` wing. Everything this future holds is
+/// the HTTP/2 preface on a listener that takes it goes to `h2` (the `http2` wing, which
+/// this wing does not import), with the bytes read. Everything this future holds is
 /// held by every connection, silent ones included: keep it to the open-connection guard
 /// and the client.
 ///
 /// Not an `async fn`: one would copy its arguments into locals and hold both copies (a
 /// second `Client`) for the connection's whole life; the block uses the captured ones.
 #[allow(clippy::manual_async_fn)] // on purpose: see above
-pub(crate) fn serve(
-    mut open: Open,
-    mut client: Client,
-) -> impl std::future::Future<Output = Option<(Open, Client)>> {
+pub(crate) fn serve<H, F>(mut open: Open, mut client: Client, h2: H) -> impl std::future::Future<Output = ()>
+where
+    H: FnOnce(Open, Client) -> F,
+    F: std::future::Future<Output = ()>,
+{
     async move {
         loop {
             match wait_for_request(&open.worker, &mut client).await {
@@ -76,14 +77,15 @@ pub(crate) fn serve(
                 Next::Close => break,
                 Next::Park => match park(open, client) {
                     Some((o, c)) => (open, client) = (o, c),
-                    None => return None,
+                    None => return,
                 },
             }
             // Boxed: the request phases hold far more state than an idle connection needs,
             // and an unboxed future would reserve that space in every idle connection.
             let keep = Box::pin(serve_one(&open.worker, open.listener(), &mut client)).await;
             if client.h2_preface {
-                return Some((open, client));
+                // Boxed: only such a connection holds the HTTP/2 wing's state.
+                return Box::pin(h2(open, client)).await;
             }
             if !keep || open.worker.shutting_down() {
                 break;
@@ -96,7 +98,6 @@ pub(crate) fn serve(
             // Boxed: its timer would otherwise take room in every connection's future.
             Box::pin(close_notify(&mut client.stream)).await;
         }
-        None
     }
 }
 

@@ -185,3 +185,26 @@ pub async fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool
     }
     cond()
 }
+
+/// `h2spec` on PATH or in Go's bin directory (`go install` puts it there); `None` (the test
+/// is skipped) when it is in neither and `CSWITCH_REQUIRE_H2SPEC` is unset.
+pub fn h2spec() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> =
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()).collect();
+    if let Some(home) = std::env::var_os("HOME") {
+        dirs.push(PathBuf::from(home).join("go/bin"));
+    }
+    if let Some(gopath) = std::env::var_os("GOPATH") {
+        dirs.push(PathBuf::from(gopath).join("bin"));
+    }
+    let found = dirs.into_iter().map(|d| d.join("h2spec")).find(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CSWITCH_REQUIRE_H2SPEC").is_none(),
+            "CSWITCH_REQUIRE_H2SPEC is set but h2spec is not installed \
+             (go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible)"
+        );
+        eprintln!("SKIPPED h2spec: not installed (.ci/run installs it); CSWITCH_REQUIRE_H2SPEC=1 makes this a failure");
+    }
+    found
+}
