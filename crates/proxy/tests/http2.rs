@@ -322,3 +322,25 @@ async fn h2spec_passes_on_tls_and_h2c_listeners() {
     let failures = text.split("Failures:").nth(1).unwrap_or_default();
     assert!(failures.contains("× 2: Sends invalid connection preface"), "{failures}");
 }
+
+/// A client that never opens its flow-control window (SETTINGS_INITIAL_WINDOW_SIZE 0, no
+/// WINDOW_UPDATE): the answer's head goes out, its body cannot, and after `client_io` the
+/// stream is reset and counted, not held forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_window_stall_is_reset_after_client_io() {
+    use raw::Raw;
+    let r = rig("stall", "short-io").await;
+    let mut raw = Raw::open_with(r.addr, &[(4, 0)]).await;
+    assert!(raw.send(&Raw::get(1, "/big/100000")).await);
+    let started = std::time::Instant::now();
+    let mut reset = None;
+    while let Some((kind, _, stream, payload)) = raw.next().await {
+        if kind == 3 && stream == 1 {
+            reset = Some(u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]));
+            break;
+        }
+    }
+    assert_eq!(reset, Some(8), "RST_STREAM CANCEL");
+    assert!(started.elapsed() >= Duration::from_millis(900), "{:?}", started.elapsed());
+    assert_eq!(r.count(Counter::ClientTimeout), 1);
+}

@@ -180,3 +180,52 @@ impl Raw {
         None
     }
 }
+
+impl Raw {
+    /// Connects with these SETTINGS (id, value) instead of none.
+    pub async fn open_with(addr: SocketAddr, settings: &[(u16, u32)]) -> Raw {
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        let mut payload = Vec::new();
+        for (id, value) in settings {
+            payload.extend_from_slice(&id.to_be_bytes());
+            payload.extend_from_slice(&value.to_be_bytes());
+        }
+        let mut out = PREFACE.to_vec();
+        out.extend(frame(4, 0, 0, &payload));
+        tcp.write_all(&out).await.unwrap();
+        Raw { tcp }
+    }
+
+    /// Writes `unit` over and over for `time`, reading nothing; the bytes the switch took.
+    pub async fn flood(&mut self, unit: &[u8], time: Duration) -> usize {
+        let batch: Vec<u8> =
+            unit.iter().copied().cycle().take(unit.len() * (64 * 1024 / unit.len()).max(1)).collect();
+        let end = tokio::time::Instant::now() + time;
+        let mut written = 0;
+        while let Ok(Ok(())) = tokio::time::timeout_at(end, self.tcp.write_all(&batch)).await {
+            written += batch.len();
+        }
+        written
+    }
+}
+
+/// A PING frame.
+pub fn ping() -> Vec<u8> {
+    frame(6, 0, 0, &[7; 8])
+}
+
+/// A SETTINGS frame that changes nothing (INITIAL_WINDOW_SIZE at its default).
+pub fn settings() -> Vec<u8> {
+    frame(4, 0, 0, &[0, 4, 0, 0, 0xff, 0xff])
+}
+
+/// HEADERS without END_HEADERS on `stream`: a header block that CONTINUATION frames go on.
+pub fn headers_open(stream: u32) -> Vec<u8> {
+    let fields = [(":method", "GET"), (":scheme", "http"), (":path", "/"), (":authority", "a.test")];
+    frame(1, 0x1, stream, &hpack(&fields))
+}
+
+/// A CONTINUATION frame (never END_HEADERS) with one literal field on `stream`.
+pub fn continuation(stream: u32) -> Vec<u8> {
+    frame(9, 0, stream, &hpack(&[("x-flood", &"f".repeat(100))]))
+}
