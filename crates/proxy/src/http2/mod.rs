@@ -109,16 +109,7 @@ where
 {
     let worker = &open.worker;
     let snap = worker.shared.snapshot.load_full();
-    let mut h2 =
-        match tokio::time::timeout(snap.config.timeouts.client_head, builder(&snap).handshake(io)).await {
-            Ok(Ok(h2)) => h2,
-            Ok(Err(e)) => return connection_error(worker, &conn, &e),
-            Err(_) => {
-                worker.shared.stats.inc(Counter::HeadTimeout);
-                return;
-            }
-        };
-    worker.shared.stats.inc(Counter::H2Connections);
+    let Some(mut h2) = handshake(worker, &conn, &snap, io).await else { return };
     let conn = Rc::new(conn);
     let mut streams = JoinSet::new();
     let mut closing = false;
@@ -153,6 +144,33 @@ where
         if worker.shutting_down() && !closing {
             closing = true;
             h2.graceful_shutdown();
+        }
+    }
+}
+
+/// The server side of the HTTP/2 handshake (the client's preface and SETTINGS), within
+/// `client_head`; counted.
+async fn handshake<T>(
+    worker: &Worker,
+    conn: &Conn,
+    snap: &crate::floor::snapshot::Snapshot,
+    io: T,
+) -> Option<h2::server::Connection<T, bytes::Bytes>>
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    match tokio::time::timeout(snap.config.timeouts.client_head, builder(snap).handshake(io)).await {
+        Ok(Ok(h2)) => {
+            worker.shared.stats.inc(Counter::H2Connections);
+            Some(h2)
+        }
+        Ok(Err(e)) => {
+            connection_error(worker, conn, &e);
+            None
+        }
+        Err(_) => {
+            worker.shared.stats.inc(Counter::HeadTimeout);
+            None
         }
     }
 }
