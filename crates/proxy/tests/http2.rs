@@ -344,3 +344,20 @@ async fn a_zero_window_stall_is_reset_after_client_io() {
     assert!(started.elapsed() >= Duration::from_millis(900), "{:?}", started.elapsed());
     assert_eq!(r.count(Counter::ClientTimeout), 1);
 }
+
+/// Shutdown with a stream in flight: the stream is answered whole, then the connection
+/// gets GOAWAY and the switch stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_streams_in_flight_finish() {
+    let r = rig("shutdown", "").await;
+    let addr = r.addr;
+    let in_flight = tokio::spawn(async move { support::get_with(addr, "/slow/500", &[]).await });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let started = std::time::Instant::now();
+    let switch = r.switch;
+    tokio::task::spawn_blocking(move || switch.shutdown()).await.unwrap();
+    let answer = in_flight.await.unwrap();
+    assert_eq!((answer.status, answer.body.as_str()), (200, "w GET /slow/500\n"));
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "no longer accepting");
+}

@@ -27,7 +27,7 @@ mod stream;
 use crate::floor::conns::{ConnState, Slot};
 use crate::floor::stats::Counter;
 use crate::floor::stream::ClientStream;
-use crate::floor::worker::{Open, Worker};
+use crate::floor::worker::{BusyGuard, Open, Worker};
 use crate::http::Client;
 use rewind::Rewind;
 use std::cell::Cell;
@@ -113,6 +113,10 @@ where
     let conn = Rc::new(conn);
     let mut streams = JoinSet::new();
     let mut closing = false;
+    // Once shutdown starts, the connection counts as a request in progress until its
+    // streams' answers are written out and GOAWAY sent (the phases' own count ends when
+    // an answer is in the pipe, before this connection has sent it).
+    let mut draining: Option<BusyGuard> = None;
     loop {
         conn.state.set(if streams.is_empty() { ConnState::Idle } else { ConnState::Busy });
         let idle = idle_wait(streams.is_empty(), snap.config.timeouts.client_idle);
@@ -141,9 +145,12 @@ where
                 h2.graceful_shutdown();
             }
         }
-        if worker.shutting_down() && !closing {
-            closing = true;
-            h2.graceful_shutdown();
+        if worker.shutting_down() && draining.is_none() {
+            draining = Some(BusyGuard::new(worker));
+            if !closing {
+                closing = true;
+                h2.graceful_shutdown();
+            }
         }
     }
 }

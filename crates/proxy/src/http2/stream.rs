@@ -7,7 +7,7 @@
 use crate::floor::conns::{ConnState, Watch};
 use crate::floor::stats::Counter;
 use crate::floor::stream::{ClientStream, Piped};
-use crate::floor::worker::Worker;
+use crate::floor::worker::{BusyGuard, Worker};
 use crate::http::Client;
 use crate::http2::request::{self, Framing, Refused, Translated};
 use crate::http2::response::{self, RelayCtx, Relayed};
@@ -30,6 +30,8 @@ pub async fn serve(
     req: http::Request<RecvStream>,
     mut respond: SendResponse<Bytes>,
 ) {
+    // Shutdown waits for the whole stream, its answer relayed included.
+    let _busy = BusyGuard::new(&worker);
     let end_stream = req.body().is_end_stream();
     let t = match request::translate(&req, end_stream) {
         Ok(t) => t,
