@@ -232,6 +232,14 @@ async fn the_access_log_names_the_protocol() {
     })
     .await;
     assert!(found, "{}", std::fs::read_to_string(&log).unwrap_or_default());
+    // A stream refused in the translation has its line too.
+    let a = support::get_with(r.addr, "/a/refused", &[("host", "other.test")]).await;
+    assert_eq!(a.status, 400);
+    let found = support::wait_until(Duration::from_secs(5), || {
+        std::fs::read_to_string(&log).is_ok_and(|t| t.contains("\"GET /a/refused HTTP/2.0\" 400"))
+    })
+    .await;
+    assert!(found, "{}", std::fs::read_to_string(&log).unwrap_or_default());
 }
 
 impl Rig {

@@ -12,6 +12,7 @@ use crate::http::Client;
 use crate::http2::request::{self, Framing, Refused, Translated};
 use crate::http2::response::{self, RelayCtx, Relayed};
 use crate::http2::Conn;
+use crate::observe::record::{self, Details, Entry, Outcome};
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::RecvStream;
@@ -35,7 +36,7 @@ pub async fn serve(
     let end_stream = req.body().is_end_stream();
     let t = match request::translate(&req, end_stream) {
         Ok(t) => t,
-        Err(r) => return refuse(&worker, &conn, &mut respond, r),
+        Err(r) => return refuse(&worker, &conn, listener, &req, &mut respond, r),
     };
     let snap = worker.shared.snapshot.load_full();
     let (mine, theirs) = tokio::io::duplex(PIPE_BYTES);
@@ -149,8 +150,17 @@ fn note_body_error(worker: &Worker, e: &h2::Error) {
     }
 }
 
-/// Answers a stream refused before translation.
-fn refuse(worker: &Worker, conn: &Conn, respond: &mut SendResponse<Bytes>, r: Refused) {
+/// Answers a stream refused before translation: counted, logged as an event and in the
+/// access log (the request phases never saw it).
+fn refuse(
+    worker: &Worker,
+    conn: &Conn,
+    listener: usize,
+    req: &http::Request<RecvStream>,
+    respond: &mut SendResponse<Bytes>,
+    r: Refused,
+) {
+    let started = tokio::time::Instant::now();
     let stats = &worker.shared.stats;
     stats.inc(if r.status == 501 { Counter::NotImplemented } else { Counter::H2Refused });
     tracing::info!(client = %conn.peer, status = r.status, reason = r.reason, "HTTP/2 request refused");
@@ -160,8 +170,39 @@ fn refuse(worker: &Worker, conn: &Conn, respond: &mut SendResponse<Bytes>, r: Re
         .header("content-type", "text/plain")
         .header("content-length", body.len())
         .body(());
-    let Ok(response) = response else { return };
-    if let Ok(mut send) = respond.send_response(response, false) {
-        let _ = send.send_data(body, true);
+    let sent = body.len() as u64;
+    if let Ok(mut send) = response.map(|resp| respond.send_response(resp, false)) {
+        if let Ok(send) = send.as_mut() {
+            let _ = send.send_data(body, true);
+        }
     }
+    let outcome = Outcome { status: r.status, bytes_out: sent, error: Some(r.reason), ..Outcome::default() };
+    log_refusal(worker, conn, listener, req, started, &outcome);
+}
+
+/// The access-log line of a refused stream.
+fn log_refusal(
+    worker: &Worker,
+    conn: &Conn,
+    listener: usize,
+    req: &http::Request<RecvStream>,
+    started: tokio::time::Instant,
+    outcome: &Outcome,
+) {
+    let snap = worker.shared.snapshot.load();
+    let target = req.uri().path_and_query().map_or("", |p| p.as_str());
+    let field = |name: http::header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok());
+    let host = req.uri().authority().map(|a| a.as_str()).or_else(|| field(http::header::HOST));
+    let entry =
+        Entry { client: conn.peer, listener, rule: "", method: req.method().as_str(), target, started };
+    let tls = conn.tls.as_ref();
+    let details = Details {
+        version: "HTTP/2.0",
+        host: host.unwrap_or(""),
+        user_agent: field(http::header::USER_AGENT).unwrap_or(""),
+        real_client: None,
+        sni: tls.map_or("", |t| t.0.as_str()),
+        tls_version: tls.map_or("", |t| t.1),
+    };
+    record::finish_with(&worker.shared, &snap, &entry, outcome, &details);
 }
