@@ -1,5 +1,6 @@
 //! HTTP/2 floods from a raw client (issue 15 part 5): PINGs and SETTINGS sent without
-//! reading the answers, and a header block continued forever. The switch must stop taking
+//! reading the answers, a header block continued forever, and an HPACK bomb (a small
+//! block that decodes to 40 MB). The switch must stop taking
 //! bytes it would have to answer (so the client's writes stall at the socket buffers, not
 //! at the switch's memory), end the CONTINUATION flood, and serve other connections
 //! meanwhile. Resident memory is measured, so this binary holds one test.
@@ -48,6 +49,17 @@ async fn floods_are_bounded_and_other_connections_are_served() {
     assert!(code.is_some(), "the CONTINUATION flood ends with GOAWAY");
     let counted = h2support::wait_until(Duration::from_secs(2), || r.count_errors() == 1).await;
     assert!(counted, "counted as a connection error: {}", r.count_errors());
+    // An HPACK bomb: 10,000 references to a 4 KB field, 40 MB once decoded.
+    let mut raw = Raw::open(r.addr).await;
+    let _ = raw.send(&raw::hpack_bomb(1, 10_000)).await;
+    let answer = raw.next_for(1).await;
+    let goaway = answer
+        .as_ref()
+        .filter(|(kind, _)| *kind == 7)
+        .map(|(_, p)| u32::from_be_bytes([p[4], p[5], p[6], p[7]]));
+    assert_eq!(goaway, Some(0xb), "GOAWAY ENHANCE_YOUR_CALM: {answer:?}");
+    let grown = rss_mib().saturating_sub(before);
+    assert!(grown < 64, "HPACK bomb: resident memory grew {grown} MiB");
     let after = get_with(r.addr, "/a/after", &[]).await;
     assert_eq!(after.status, 200);
     assert!(r.origin("w").requests().is_empty(), "no flood request reached a server");

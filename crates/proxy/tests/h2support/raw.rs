@@ -229,3 +229,32 @@ pub fn headers_open(stream: u32) -> Vec<u8> {
 pub fn continuation(stream: u32) -> Vec<u8> {
     frame(9, 0, stream, &hpack(&[("x-flood", &"f".repeat(100))]))
 }
+
+/// An HPACK bomb on `stream`: one 4000-byte field put in the dynamic table, then referred
+/// to `refs` times, so a block of a few KiB decodes to `refs` × 4 KB.
+pub fn hpack_bomb(stream: u32, refs: usize) -> Vec<u8> {
+    let mut block =
+        hpack(&[(":method", "GET"), (":scheme", "http"), (":path", "/"), (":authority", "a.test")]);
+    // Literal with incremental indexing, new name (RFC 7541 §6.2.1).
+    block.push(0x40);
+    length(6, &mut block);
+    block.extend_from_slice(b"x-bomb");
+    length(4000, &mut block);
+    block.extend(std::iter::repeat_n(b'b', 4000));
+    // Indexed field 62: the newest dynamic-table entry (§6.1), again and again.
+    block.extend(std::iter::repeat_n(0xbe, refs));
+    frame(1, 0x5, stream, &block)
+}
+
+impl Raw {
+    /// The first HEADERS, RST_STREAM or GOAWAY frame about `stream` (or the connection):
+    /// its type and payload; `None` when the connection ended first.
+    pub async fn next_for(&mut self, stream: u32) -> Option<(u8, Vec<u8>)> {
+        while let Some((kind, _, on, payload)) = self.next().await {
+            if (on == stream && (kind == 1 || kind == 3)) || kind == 7 {
+                return Some((kind, payload));
+            }
+        }
+        None
+    }
+}
