@@ -115,7 +115,7 @@ async fn upload<W: AsyncWrite + Unpin>(
         }
         sent += data.len() as u64;
         if matches!(t.framing, Framing::Length(n) if sent > n) || t.framing == Framing::None {
-            return length_mismatch(worker, &mut body);
+            return length_mismatch(worker);
         }
         let _ = body.flow_control().release_capacity(data.len());
         let written = match t.framing {
@@ -130,14 +130,14 @@ async fn upload<W: AsyncWrite + Unpin>(
         }
     }
     match t.framing {
-        Framing::Length(n) if sent != n => length_mismatch(worker, &mut body),
+        Framing::Length(n) if sent != n => length_mismatch(worker),
         Framing::Chunked => drop(pw.write_all(b"0\r\n\r\n").await),
         _ => {}
     }
 }
 
 /// DATA that disagrees with `content-length` (RFC 9113 §8.1.1: malformed).
-fn length_mismatch(worker: &Worker, _body: &mut RecvStream) {
+fn length_mismatch(worker: &Worker) {
     worker.shared.stats.inc(Counter::H2Refused);
     tracing::info!("HTTP/2 request body disagrees with its content-length; not forwarded whole");
 }
