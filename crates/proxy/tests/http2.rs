@@ -369,3 +369,17 @@ async fn shutdown_lets_streams_in_flight_finish() {
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "no longer accepting");
 }
+
+/// Bodies larger than every window and buffer on the way, both directions: a 3 MB upload
+/// echoed back byte for byte, and a 5 MB download.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_bodies_stream_both_ways_within_flow_control() {
+    let r = rig("large", "").await;
+    let body: Vec<u8> = (0..3_000_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let echoed = support::post(r.addr, "/echo", "application/octet-stream", &body).await;
+    assert_eq!(echoed.status, 200);
+    assert!(echoed.body.as_bytes() == body.as_slice(), "echo differs (len {})", echoed.body.len());
+    let big = support::get_with(r.addr, "/big/5000000", &[]).await;
+    assert_eq!((big.status, big.body.len()), (200, 5_000_000));
+    assert!(big.body.bytes().enumerate().all(|(i, b)| b == testkit::big_byte(i as u64)));
+}
