@@ -42,6 +42,7 @@ async fn curl_with_prior_knowledge_is_routed_by_the_rules_per_request() {
     assert_ne!(code, 0, "a dropped stream is reset");
     assert_eq!(r.count(Counter::H2Connections), 6, "one per curl");
     assert_eq!(r.count(Counter::H2Refused), 0);
+    assert_eq!(r.switch.stats().refusals_on(0, Counter::RuleDenied), 1, "counted on its listener");
 }
 
 async fn curl_code(args: &[&str]) -> i32 {
@@ -197,6 +198,7 @@ async fn smuggling_shapes_are_refused_and_never_forwarded() {
     }
     let refused = support::wait_until(Duration::from_secs(2), || r.count(Counter::H2Refused) == 3).await;
     assert!(refused, "h2_refused = {} (host, two lengths)", r.count(Counter::H2Refused));
+    assert_eq!(r.switch.stats().refusals_on(0, Counter::H2Refused), 3, "counted on the listener");
     assert_eq!(r.count(Counter::H2ConnectionErrors), 4, "the four HPACK-level refusals");
     tokio::time::sleep(Duration::from_millis(200)).await;
     for name in ["w", "a", "b", "c"] {

@@ -25,7 +25,7 @@ mod rewind;
 mod stream;
 
 use crate::floor::conns::{ConnState, Slot};
-use crate::floor::stats::Counter;
+use crate::floor::stats::{Counter, Stats};
 use crate::floor::stream::ClientStream;
 use crate::floor::worker::{BusyGuard, Open, Worker};
 use crate::http::Client;
@@ -130,7 +130,8 @@ where
                 Some(Ok((req, respond))) => {
                     worker.shared.stats.inc(Counter::H2Streams);
                     let s = stream::serve(Rc::clone(worker), open.listener(), Rc::clone(&conn), req, respond);
-                    streams.spawn_local(Box::pin(s));
+                    // A task-local does not pass to spawned tasks: each stream says its listener.
+                    streams.spawn_local(Box::pin(Stats::on_listener(open.listener(), s)));
                 }
                 Some(Err(e)) => return connection_error(worker, &conn, &e),
                 None => return,
