@@ -353,6 +353,7 @@ fn limits_fields(a: &Limits, b: &Limits) -> Vec<String> {
     field(o, "pool_idle_per_server", a.pool_idle_per_server, b.pool_idle_per_server);
     field(o, "buffer_bytes", a.buffer_bytes, b.buffer_bytes);
     field(o, "rule_body_bytes", a.rule_body_bytes, b.rule_body_bytes);
+    field(o, "h2_max_concurrent_streams", a.h2_max_concurrent_streams, b.h2_max_concurrent_streams);
     out
 }
 

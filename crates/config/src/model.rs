@@ -314,6 +314,9 @@ pub struct Limits {
     pub buffer_bytes: usize,
     /// Body bytes read before deciding, when a rule reads the body (default 1 MiB) → 413 beyond.
     pub rule_body_bytes: usize,
+    /// Streams an HTTP/2 client may have open at once (default 100, as HAProxy's
+    /// `tune.h2.max-concurrent-streams` and nginx's `http2_max_concurrent_streams`).
+    pub h2_max_concurrent_streams: usize,
 }
 
 /// `[timeouts]`; written in the file as "500ms", "10s", "5m", "1h".

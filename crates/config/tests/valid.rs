@@ -31,6 +31,7 @@ retries = 1
 pool_idle_per_server = 8
 buffer_bytes = 4096
 rule_body_bytes = 65536
+h2_max_concurrent_streams = 50
 
 [timeouts]
 client_head = "5s"
@@ -147,6 +148,7 @@ fn expected_full() -> Config {
             pool_idle_per_server: 8,
             buffer_bytes: 4096,
             rule_body_bytes: 65536,
+            h2_max_concurrent_streams: 50,
         },
         timeouts: Timeouts {
             client_head: secs(5),
@@ -232,6 +234,7 @@ fn minimal_config_gets_every_default() {
             pool_idle_per_server: 64,
             buffer_bytes: 16_384,
             rule_body_bytes: 1 << 20,
+            h2_max_concurrent_streams: 100,
         },
         timeouts: Timeouts {
             client_head: secs(10),

@@ -286,15 +286,24 @@ async fn rapid_reset_ends_the_connection_and_bounds_the_servers_work() {
 }
 
 /// More streams than SETTINGS_MAX_CONCURRENT_STREAMS: the one over is refused, the others
-/// are answered.
+/// are answered; the default (100) and a configured limit (10).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_over_the_concurrency_limit_are_refused() {
+    for (kind, limit) in [("", 100u32), ("few-streams", 10)] {
+        let r = rig(&format!("max-streams{limit}"), kind).await;
+        let (refused, answered) = open_streams(r.addr, limit + 1).await;
+        assert_eq!(refused, [(2 * limit + 1, 7)], "stream {} refused with REFUSED_STREAM", 2 * limit + 1);
+        assert_eq!(answered, limit);
+    }
+}
+
+/// Opens `n` streams at once; the (stream, code) of each reset, and how many were answered.
+async fn open_streams(addr: std::net::SocketAddr, n: u32) -> (Vec<(u32, u32)>, u32) {
     use raw::Raw;
-    let r = rig("max-streams", "").await;
-    let mut raw = Raw::open(r.addr).await;
+    let mut raw = Raw::open(addr).await;
     // Wait for the switch's SETTINGS (the limit) to be acknowledged before exceeding it.
     let _ = raw.next().await;
-    let frames: Vec<u8> = (0..101u32).flat_map(|i| Raw::get(2 * i + 1, "/slow/500")).collect();
+    let frames: Vec<u8> = (0..n).flat_map(|i| Raw::get(2 * i + 1, "/slow/300")).collect();
     assert!(raw.send(&frames).await);
     let (mut refused, mut answered) = (Vec::new(), 0);
     while let Some((kind, _, stream, payload)) = raw.next().await {
@@ -303,12 +312,11 @@ async fn streams_over_the_concurrency_limit_are_refused() {
             1 => answered += 1,
             _ => {}
         }
-        if answered + refused.len() == 101 {
+        if answered + refused.len() as u32 == n {
             break;
         }
     }
-    assert_eq!(refused, [(201, 7)], "stream 201 refused with REFUSED_STREAM");
-    assert_eq!(answered, 100);
+    (refused, answered)
 }
 
 /// h2spec, the HTTP/2 conformance suite, against a TLS listener (every case passes) and a

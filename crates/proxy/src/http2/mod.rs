@@ -37,18 +37,9 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::JoinSet;
 
-/// Streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS), as HAProxy's
-/// `tune.h2.max-concurrent-streams` and nginx's `http2_max_concurrent_streams` default.
-pub const MAX_CONCURRENT_STREAMS: u32 = 100;
-
 /// Streams a client may open and reset before the switch has answered them, before the
 /// connection is closed with ENHANCE_YOUR_CALM (rapid reset, CVE-2023-44487).
 const MAX_PENDING_RESETS: usize = 20;
-
-/// Streams still running on the switch's side, answered or not: past this the client has
-/// opened streams faster than it let them finish, by resetting them (the crate frees a
-/// client's stream count at its RST_STREAM, while the request it started goes on here).
-const MAX_RUNNING_STREAMS: usize = 2 * MAX_CONCURRENT_STREAMS as usize;
 
 /// Streams the switch may reset for a client's errors before it closes the connection.
 const MAX_ERROR_RESETS: usize = 100;
@@ -117,12 +108,16 @@ where
     // streams' answers are written out and GOAWAY sent (the phases' own count ends when
     // an answer is in the pipe, before this connection has sent it).
     let mut draining: Option<BusyGuard> = None;
+    // Streams still running on the switch's side, answered or not: past this the client
+    // has opened streams faster than it let them finish, by resetting them (the crate
+    // frees a client's stream count at its RST_STREAM, while the request goes on here).
+    let max_running = 2 * snap.config.limits.h2_max_concurrent_streams;
     loop {
         conn.state.set(if streams.is_empty() { ConnState::Idle } else { ConnState::Busy });
         let idle = idle_wait(streams.is_empty(), snap.config.timeouts.client_idle);
         tokio::select! {
             next = h2.accept() => match next {
-                Some(Ok(_)) if streams.len() >= MAX_RUNNING_STREAMS => {
+                Some(Ok(_)) if streams.len() >= max_running => {
                     rapid_reset(worker, &conn, &mut h2);
                     streams.abort_all();
                     closing = true;
@@ -187,8 +182,10 @@ where
 /// crate's flood limits.
 fn builder(snap: &crate::floor::snapshot::Snapshot) -> h2::server::Builder {
     let mut b = h2::server::Builder::new();
-    let head = u32::try_from(snap.config.limits.max_head_bytes).unwrap_or(u32::MAX);
-    b.max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+    let limits = &snap.config.limits;
+    let head = u32::try_from(limits.max_head_bytes).unwrap_or(u32::MAX);
+    let streams = u32::try_from(limits.h2_max_concurrent_streams).unwrap_or(u32::MAX);
+    b.max_concurrent_streams(streams)
         .max_header_list_size(head)
         .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
         .max_local_error_reset_streams(Some(MAX_ERROR_RESETS))
