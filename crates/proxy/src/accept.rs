@@ -85,9 +85,16 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
 /// into an ordinary allocation of its own size.
 fn spawn_http(worker: &Worker, open: Open, client: crate::http::Client, state: Slot) {
     let listener = open.listener();
-    let task =
-        tokio::task::spawn_local(Box::pin(Stats::on_listener(listener, crate::http::serve(open, client))));
+    let task = tokio::task::spawn_local(Box::pin(Stats::on_listener(listener, serve_http(open, client))));
     worker.conns.add(state, task.abort_handle());
+}
+
+/// An HTTP connection: HTTP/1.x, unless it opens with the HTTP/2 preface on a listener
+/// that takes it (then the `http2` wing serves it, with the bytes already read). The wing
+/// is passed as a function item, which takes no room in the future every silent
+/// connection holds (a wrapping future would hold a second copy of the HTTP/1.x one).
+fn serve_http(open: Open, client: crate::http::Client) -> impl std::future::Future<Output = ()> {
+    crate::http::serve(open, client, crate::http2::serve_after_preface)
 }
 
 /// Serves parked connections again when their sockets turn readable (the next request,
@@ -275,8 +282,11 @@ async fn dispatch(open: Open, stream: TcpStream, peer: SocketAddr, state: Slot) 
                     None => return,
                 },
             };
+            if crate::http2::negotiated(&stream) {
+                return Box::pin(crate::http2::serve(open, stream, peer, state)).await;
+            }
             let client = crate::http::client(&open, stream, peer, state);
-            crate::http::serve(open, client).await
+            serve_http(open, client).await
         }
     }
 }

@@ -10,7 +10,8 @@
 //!
 //! - the roof: `switch` (start, reload, shutdown), `accept` (worker threads, accept loops,
 //!   admission, the protocol dispatch), `explain` (how a request would be routed);
-//! - the wings: `http/` (the request phases), `mail/` (SMTP, POP3, IMAP), `tls/`
+//! - the wings: `http/` (the request phases), `http2/` (HTTP/2 from clients: each stream
+//!   piped through `http/`'s phases as an HTTP/1.1 request), `mail/` (SMTP, POP3, IMAP), `tls/`
 //!   (passthrough, certificates), `health/` (the control loop and its checks);
 //! - `handoff/`: one-way switching's hand-off of a routed connection to a server's agent
 //!   (freeze, dump, ship, flip, GO; two-way on any failure), used by the HTTP wing;
@@ -27,6 +28,7 @@ mod floor;
 mod handoff;
 mod health;
 mod http;
+mod http2;
 mod mail;
 mod observe;
 mod switch;

@@ -25,6 +25,9 @@ pub struct Client {
     pub id: u64,
     /// A request of this connection has been answered by a server (`reuse = "safe"`).
     pub served: bool,
+    /// The connection opened with the HTTP/2 preface on a listener that takes it: the
+    /// HTTP/1.1 phases stop, and the roof hands the connection to the `http2` wing.
+    pub h2_preface: bool,
 }
 
 /// Per-connection state of the features that use it.
@@ -112,6 +115,7 @@ impl Client {
             state,
             id: r.id,
             served: r.served,
+            h2_preface: false,
         })
     }
 }
