@@ -19,8 +19,14 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// the connection (a reset can destroy the answer before the client reads it).
 const LINGER: Duration = Duration::from_secs(1);
 
-/// Serves until `stop` fires (or its sender is dropped).
-pub(crate) async fn serve(listener: std::net::TcpListener, ctx: Arc<Ctx>, mut stop: oneshot::Receiver<()>) {
+/// Serves until `stop` fires (or its sender is dropped). Once `gate` closes it accepts no
+/// more, and the connections it has go on until `stop`.
+pub(crate) async fn serve(
+    listener: std::net::TcpListener,
+    ctx: Arc<Ctx>,
+    mut stop: oneshot::Receiver<()>,
+    gate: crate::AcceptGate,
+) {
     let listener = match TcpListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => {
@@ -41,6 +47,16 @@ pub(crate) async fn serve(listener: std::net::TcpListener, ctx: Arc<Ctx>, mut st
         };
         let (stream, peer) = tokio::select! {
             _ = &mut stop => return,
+            _ = gate.closed() => {
+                drop(listener); // the socket stays open in the process that serves now
+                let _ = stop.await;
+                // The answer to `POST /api/upgrade` may still be on its way out.
+                let deadline = tokio::time::Instant::now() + LINGER * 2;
+                while slots.available_permits() < MAX_CONNECTIONS - 1 && tokio::time::Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                return;
+            }
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {

@@ -9,7 +9,9 @@
 //! no two wings import each other:
 //!
 //! - the roof: `switch` (start, reload, shutdown), `accept` (worker threads, accept loops,
-//!   admission, the protocol dispatch), `explain` (how a request would be routed);
+//!   admission, the protocol dispatch), `explain` (how a request would be routed),
+//!   `upgrade` (a binary upgrade: inherited listeners, idle connections handed over and
+//!   adopted);
 //! - the wings: `http/` (the request phases), `mail/` (SMTP, POP3, IMAP), `tls/`
 //!   (passthrough, certificates), `health/` (the control loop and its checks);
 //! - `handoff/`: one-way switching's hand-off of a routed connection to a server's agent
@@ -31,8 +33,10 @@ mod mail;
 mod observe;
 mod switch;
 mod tls;
+mod upgrade;
 mod upstream;
 
+pub use floor::handover::{HandoverTally, Moving, Sink};
 pub use floor::stats::{Counter, Stats};
 pub use handoff::timing::{
     PhaseView as HandoffPhaseView, TimingView as HandoffTimingView, BOUNDS_US as HANDOFF_BOUNDS_US,
@@ -40,4 +44,5 @@ pub use handoff::timing::{
 pub use observe::view;
 pub use switch::{compile_rules, EditFailed, ReloadError, RuleErrors, Switch};
 pub use tls::termination::check_pair as check_tls_pair;
+pub use upgrade::Inherited;
 pub use upstream::pick::extract_key;
