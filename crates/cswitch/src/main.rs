@@ -149,9 +149,11 @@ fn run(path: &Path) -> anyhow::Result<()> {
 type Started = (Arc<proxy::Switch>, Option<admin::AdminHandle>, signals::Signals, Arc<upgrade::Upgrader>);
 
 fn start(path: &Path, inheritance: Option<&upgrade::Inheritance>) -> anyhow::Result<Started> {
+    // The sockets first: the old process's messages are all read when this one says why it
+    // cannot serve (unread ones would turn its goodbye into a reset).
+    let sockets = inheritance.map(upgrade::Inheritance::sockets).transpose()?;
     let cfg = config::load(path).map_err(|d| anyhow::anyhow!("invalid config:\n{d}"))?;
     let signals = signals::Signals::install(&cfg)?;
-    let sockets = inheritance.map(upgrade::Inheritance::sockets).transpose()?;
     let (inherited, admin_socket) = sockets.map_or_else(Default::default, |s| (s.switch, s.admin));
     let switch = Arc::new(proxy::Switch::start_with(cfg, inherited).context("starting the switch")?);
     for l in &switch.config().listeners {

@@ -55,9 +55,16 @@ pub fn run(
 
 async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
     loop {
+        // Made before the check: a stop signalled in between still wakes it.
+        let stop = worker.shutdown.notified();
+        if worker.shutting_down() || worker.shared.handover.get().is_some() {
+            // Also when the signal came while this loop was busy with a connection: a
+            // connection accepted after a binary upgrade's hand-over would not be handed on.
+            return;
+        }
         let accepted = tokio::select! {
             r = listener.accept() => r,
-            _ = worker.shutdown.notified() => return,
+            _ = stop => return,
         };
         let (stream, peer) = match accepted {
             Ok(pair) => pair,

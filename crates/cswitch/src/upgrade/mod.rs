@@ -118,9 +118,13 @@ impl Upgrader {
         let pid = child.id();
         tracing::info!(binary = %exe.display(), pid, "upgrade: new process started");
         let deadline = Instant::now() + START_TIMEOUT;
-        let result = connect(&listener, &mut child, deadline)
-            .and_then(|channel| self.send_sockets(&channel).map(|()| channel))
-            .and_then(|channel| wait_serving(&channel, &mut child, deadline).map(|()| channel));
+        let result = connect(&listener, &mut child, deadline).and_then(|channel| {
+            // A new process that cannot load its config says so and exits, maybe while the
+            // sockets are still being sent: its own reason is the one to give.
+            let sent = self.send_sockets(&channel);
+            wait_serving(&channel, &mut child, deadline)?;
+            sent.map(|()| channel)
+        });
         match result {
             Ok(channel) => Ok((channel, pid)),
             Err(reason) => {
@@ -236,14 +240,23 @@ fn wait_serving(channel: &wire::Channel, child: &mut Child, deadline: Instant) -
                 }
                 _ => return Err(format!("unexpected message from the new process: {message}")),
             },
-            Ok(None) => {
-                let status = child.wait().map_or_else(|e| e.to_string(), |s| s.to_string());
-                return Err(format!("the new process exited ({status}) before it was serving"));
-            }
+            Ok(None) => return Err(exited(child)),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Err(exited(child)),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(format!("upgrade channel: {e}")),
         }
     }
+}
+
+/// Why the new process is gone, once it closed the channel.
+fn exited(child: &mut Child) -> String {
+    end(child);
+    let status = match child.try_wait() {
+        Ok(Some(status)) => status.to_string(),
+        Ok(None) => "still running".into(),
+        Err(e) => e.to_string(),
+    };
+    format!("the new process exited ({status}) before it was serving")
 }
 
 /// Ends a new process that will not serve: waits a moment for it to exit by itself (it
