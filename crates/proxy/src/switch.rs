@@ -133,8 +133,8 @@ pub struct Switch {
     agents_addr: Option<SocketAddr>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// The listening sockets (second descriptors of the workers'), for a binary upgrade to
-    /// hand to the new process.
-    sockets: Inherited,
+    /// hand to the new process. Closed at shutdown, so nothing is left listening.
+    sockets: Mutex<Inherited>,
     /// Each worker's inbox of connections a binary upgrade's old process hands over.
     adopt: Vec<tokio::sync::mpsc::UnboundedSender<Moving>>,
     next_adopt: AtomicUsize,
@@ -201,7 +201,7 @@ impl Switch {
         }
         threads.push(crate::health::spawn(Arc::clone(&shared), agents)?);
         threads.extend(crate::handoff::life::spawn(Arc::clone(&shared))?);
-        let sockets = Inherited { listeners: kept, agents: agents_copy };
+        let sockets = Mutex::new(Inherited { listeners: kept, agents: agents_copy });
         let next_adopt = AtomicUsize::new(0);
         Ok(Switch {
             shared,
@@ -425,6 +425,7 @@ impl Switch {
         for t in threads {
             let _ = t.join();
         }
+        *self.sockets.lock().unwrap_or_else(|e| e.into_inner()) = Inherited::default();
         if self.shared.handover.get().is_none() {
             // After a binary upgrade the table is the new process's.
             crate::handoff::steering::remove();
@@ -434,12 +435,13 @@ impl Switch {
     /// Second descriptors of every listening socket (by listener, one per worker) and of
     /// the `[agents]` socket, for a binary upgrade's new process.
     pub fn listening_sockets(&self) -> io::Result<Inherited> {
-        let mut listeners = Vec::with_capacity(self.sockets.listeners.len());
-        for (name, sockets) in &self.sockets.listeners {
+        let kept = self.sockets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut listeners = Vec::with_capacity(kept.listeners.len());
+        for (name, sockets) in &kept.listeners {
             let copies = sockets.iter().map(std::net::TcpListener::try_clone).collect::<io::Result<_>>()?;
             listeners.push((name.clone(), copies));
         }
-        let agents = self.sockets.agents.as_ref().map(std::net::UdpSocket::try_clone).transpose()?;
+        let agents = kept.agents.as_ref().map(std::net::UdpSocket::try_clone).transpose()?;
         Ok(Inherited { listeners, agents })
     }
 
