@@ -59,8 +59,9 @@ pub struct Options {
 /// The running admin listener. Dropping it stops the listener (as [`AdminHandle::stop`]).
 pub struct AdminHandle {
     addr: SocketAddr,
-    /// A second descriptor of the listening socket (for a binary upgrade's new process).
-    socket: std::net::TcpListener,
+    /// A second descriptor of the listening socket (for a binary upgrade's new process);
+    /// closed by `stop`.
+    socket: Option<std::net::TcpListener>,
     gate: AcceptGate,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -98,7 +99,10 @@ impl AdminHandle {
 
     /// A second descriptor of the listening socket.
     pub fn socket(&self) -> io::Result<std::net::TcpListener> {
-        self.socket.try_clone()
+        match &self.socket {
+            Some(socket) => socket.try_clone(),
+            None => Err(io::Error::other("the admin listener is stopped")),
+        }
     }
 
     /// What stops the accepting alone.
@@ -115,6 +119,7 @@ impl AdminHandle {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+        self.socket = None;
     }
 }
 
@@ -151,5 +156,5 @@ pub fn start_with(switch: Arc<Switch>, options: Options) -> io::Result<Option<Ad
     let thread = std::thread::Builder::new()
         .name("cswitch-admin".into())
         .spawn(move || runtime.block_on(server::serve(listener, ctx, stopped, closed)))?;
-    Ok(Some(AdminHandle { addr, socket, gate, stop: Some(stop), thread: Some(thread) }))
+    Ok(Some(AdminHandle { addr, socket: Some(socket), gate, stop: Some(stop), thread: Some(thread) }))
 }
