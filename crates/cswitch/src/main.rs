@@ -154,8 +154,10 @@ fn start(path: &Path, inheritance: Option<&upgrade::Inheritance>) -> anyhow::Res
     let sockets = inheritance.map(upgrade::Inheritance::sockets).transpose()?;
     let cfg = config::load(path).map_err(|d| anyhow::anyhow!("invalid config:\n{d}"))?;
     let signals = signals::Signals::install(&cfg)?;
-    let (inherited, admin_socket) = sockets.map_or_else(Default::default, |s| (s.switch, s.admin));
+    let (inherited, admin_socket, state) =
+        sockets.map_or_else(Default::default, |s| (s.switch, s.admin, s.state));
     let switch = Arc::new(proxy::Switch::start_with(cfg, inherited).context("starting the switch")?);
+    state.iter().for_each(|s| switch.import_upgrade_state(s));
     for l in &switch.config().listeners {
         if let Some(addr) = switch.local_addr(&l.name) {
             tracing::info!(listener = %l.name, %addr, "listening");

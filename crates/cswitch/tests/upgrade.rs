@@ -310,3 +310,108 @@ fn ten_upgrades_in_a_row_under_load() {
         request(client, false).unwrap();
     }
 }
+
+/// `cswitch ctl --json ARGS`, parsed.
+fn ctl_json(switch: &Switch, args: &[&str]) -> serde_json::Value {
+    let out =
+        cswitch().arg("ctl").arg("--addr").arg(switch.admin.to_string()).arg("--json").args(args).output();
+    let out = out.unwrap();
+    assert!(out.status.success(), "ctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The `X-Origin` of one `path` request from `ip` (a loopback address) on a new connection.
+fn origin_for(web: SocketAddr, ip: &str, path: &str) -> String {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.bind(&SocketAddr::new(ip.parse().unwrap(), 0).into()).unwrap();
+    socket.connect(&web.into()).unwrap();
+    let mut stream: TcpStream = socket.into();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let line = answer.lines().find(|l| l.to_ascii_lowercase().starts_with("x-origin:")).unwrap();
+    line["x-origin:".len()..].trim().to_string()
+}
+
+fn health_of(switch: &Switch, name: &str) -> String {
+    let servers = ctl_json(switch, &["servers"]);
+    let s = servers.as_array().unwrap().iter().find(|s| s["name"] == name).unwrap();
+    s["health"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn sticky_entries_health_verdicts_and_counters_move_with_the_upgrade() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let (w1, w2, p1, p2) = rt.block_on(async {
+        use testkit::Origin;
+        (
+            Origin::start("w1").await,
+            Origin::start("w2").await,
+            Origin::start("p1").await,
+            Origin::start("p2").await,
+        )
+    });
+    let dir = tempdir("upgrade-state");
+    let (path, rules) = (dir.join("cswitch.toml"), dir.join("web.rules"));
+    std::fs::write(
+        &rules,
+        "R1: if (match(url, \"^/sticky\")) { routeTo(pool, STICKY_IP); }\nR2: if (match(url, \"^/pool\")) { routeTo(pool, NONSTICKY); }\n",
+    )
+    .unwrap();
+    // One worker: the round robin is one sequence, so a new process that did not know the
+    // entries would give the reversed queries other servers.
+    let text = format!(
+        "[global]\nworkers = 1\ngrace_period = \"2s\"\n[access_log]\nenabled = false\n\
+         [admin]\nbind = \"127.0.0.1:0\"\n\
+         [[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"web\"\nrules = \"{}\"\n\
+         [[group]]\nname = \"web\"\nscheduler = \"rr\"\n\
+         health = {{ check = \"tcp\", interval = \"100ms\", timeout = \"100ms\", rise = 100, fall = 1 }}\n\
+         servers = [ {{ name = \"w1\", addr = \"{}\" }}, {{ name = \"w2\", addr = \"{}\" }} ]\n\
+         [[group]]\nname = \"pool\"\nscheduler = \"rr\"\n\
+         servers = [ {{ name = \"p1\", addr = \"{}\" }}, {{ name = \"p2\", addr = \"{}\" }} ]\n",
+        rules.display(),
+        w1.addr(),
+        w2.addr(),
+        p1.addr(),
+        p2.addr()
+    );
+    std::fs::write(&path, text).unwrap();
+    let mut switch = Switch::start(&path, None);
+
+    // w2 goes down, and comes back: with rise = 100 (10 s of passing checks) it stays down in this process.
+    let w2_addr = w2.addr();
+    w2.kill();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while health_of(&switch, "w2") != "down" {
+        assert!(Instant::now() < deadline, "w2 never went down");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _w2_again = rt.block_on(testkit::Origin::start_on("w2", w2_addr)).unwrap();
+    std::thread::sleep(Duration::from_millis(300)); // checks pass now; w2 stays down
+    assert_eq!(health_of(&switch, "w2"), "down");
+
+    let ips: Vec<String> = (2..10).map(|i| format!("127.0.0.{i}")).collect();
+    let before: Vec<String> = ips.iter().map(|ip| origin_for(switch.web, ip, "/sticky")).collect();
+    assert!(before.contains(&"p1".to_string()) && before.contains(&"p2".to_string()), "{before:?}");
+    let requests_before = ctl_json(&switch, &["status"])["counters"]["requests"].as_u64().unwrap();
+
+    switch.upgrade().unwrap();
+    assert!(switch.first_exits().success());
+    assert_eq!(
+        health_of(&switch, "w2"),
+        "down",
+        "the verdict moved: a check that passes once does not make it up"
+    );
+    for (ip, was) in ips.iter().zip(&before).rev() {
+        assert_eq!(&origin_for(switch.web, ip, "/sticky"), was, "{ip} keeps its server");
+    }
+    let requests_after = ctl_json(&switch, &["status"])["counters"]["requests"].as_u64().unwrap();
+    assert!(
+        requests_after >= requests_before + 8,
+        "counters carried over: {requests_before} then {requests_after}"
+    );
+}

@@ -44,5 +44,6 @@ pub use handoff::timing::{
 pub use observe::view;
 pub use switch::{compile_rules, EditFailed, ReloadError, RuleErrors, Switch};
 pub use tls::termination::check_pair as check_tls_pair;
+pub use upgrade::state::State as UpgradeState;
 pub use upgrade::Inherited;
 pub use upstream::pick::extract_key;

@@ -462,6 +462,21 @@ impl Switch {
         self.shared.handover.get().map(|h| h.tally())
     }
 
+    /// Run-time state for a binary upgrade's new process: what it needs before it serves
+    /// (health verdicts, sticky entries), or, once this process is `drained`, its
+    /// counters and the sticky entries it made meanwhile.
+    pub fn upgrade_state(&self, drained: bool) -> crate::UpgradeState {
+        match drained {
+            false => crate::upgrade::state::before_serving(&self.shared),
+            true => crate::upgrade::state::when_drained(&self.shared),
+        }
+    }
+
+    /// Takes in state the old process of a binary upgrade sent.
+    pub fn import_upgrade_state(&self, state: &crate::UpgradeState) {
+        crate::upgrade::state::import(&self.shared, state);
+    }
+
     /// Client connections open, all listeners.
     pub fn open_connections(&self) -> usize {
         self.shared.client_conns.load(Ordering::Acquire)

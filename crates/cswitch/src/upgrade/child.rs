@@ -20,6 +20,8 @@ pub struct Sockets {
     pub switch: proxy::Inherited,
     /// The admin listener's.
     pub admin: Option<std::net::TcpListener>,
+    /// Health verdicts and sticky entries, to take in before serving.
+    pub state: Vec<proxy::UpgradeState>,
 }
 
 impl Inheritance {
@@ -37,7 +39,7 @@ impl Inheritance {
 
     /// The listening sockets the old process sends.
     pub fn sockets(&self) -> anyhow::Result<Sockets> {
-        let mut sockets = Sockets { switch: proxy::Inherited::default(), admin: None };
+        let mut sockets = Sockets { switch: proxy::Inherited::default(), admin: None, state: Vec::new() };
         loop {
             let Some((message, fds)) = self.channel.recv(None)? else {
                 anyhow::bail!("the upgrading process closed the channel before sending its sockets");
@@ -54,6 +56,7 @@ impl Inheritance {
                 }
                 "agents" => sockets.switch.agents = fds.into_iter().next().map(std::net::UdpSocket::from),
                 "admin" => sockets.admin = fds.into_iter().next().map(std::net::TcpListener::from),
+                "state" => sockets.state.push(serde_json::from_value(message["state"].clone())?),
                 "sockets-end" => return Ok(sockets),
                 other => anyhow::bail!("unexpected message from the upgrading process: {other}"),
             }
@@ -91,6 +94,10 @@ impl Inheritance {
                         adopted += 1;
                     }
                 }
+                Some("state") => match serde_json::from_value(message["state"].clone()) {
+                    Ok(state) => switch.import_upgrade_state(&state),
+                    Err(e) => tracing::warn!(error = %e, "the old process's state not understood; skipped"),
+                },
                 Some("done") => return adopted,
                 _ => tracing::warn!(%message, "unexpected message from the old process; ignored"),
             }

@@ -134,8 +134,13 @@ impl Upgrader {
         }
     }
 
-    /// Every listening socket: the listeners', `[agents]`'s and the admin listener's.
+    /// The state the new process needs before it serves, then every listening socket: the
+    /// listeners', `[agents]`'s and the admin listener's.
     fn send_sockets(&self, channel: &wire::Channel) -> Result<(), String> {
+        let state = self.switch.upgrade_state(false);
+        channel
+            .send_state(state)
+            .map_err(|e| format!("sending the health verdicts and sticky entries: {e}"))?;
         let failed = |e: std::io::Error| format!("sending the listening sockets: {e}");
         let sockets = self.switch.listening_sockets().map_err(failed)?;
         for (name, listeners) in &sockets.listeners {
@@ -182,6 +187,9 @@ impl Upgrader {
         let tally = self.switch.handover_tally().unwrap_or_default();
         let left = self.switch.open_connections();
         let finished = (open_then as u64).saturating_sub(tally.moved).saturating_sub(left as u64);
+        if let Err(e) = channel.send_state(self.switch.upgrade_state(true)) {
+            tracing::warn!(error = %e, "counters not handed on; the new process counts from zero");
+        }
         let _ = channel.send(&json!({ "kind": "done", "moved": tally.moved }), &[]);
         let report = json!({
             "new_pid": pid,

@@ -66,7 +66,27 @@ impl Listener {
     }
 }
 
+/// Entries per state message (each well under 200 bytes of JSON).
+const STATE_CHUNK: usize = 250;
+
 impl Channel {
+    /// Sends `state` in messages under [`MAX_MESSAGE`]: counters and listeners first,
+    /// then servers and sticky entries in chunks.
+    pub fn send_state(&self, state: proxy::UpgradeState) -> io::Result<()> {
+        let proxy::UpgradeState { counters, listeners, servers, sticky } = state;
+        let head = proxy::UpgradeState { counters, listeners, ..Default::default() };
+        self.send(&serde_json::json!({ "kind": "state", "state": head }), &[])?;
+        for chunk in servers.chunks(STATE_CHUNK) {
+            let part = proxy::UpgradeState { servers: chunk.to_vec(), ..Default::default() };
+            self.send(&serde_json::json!({ "kind": "state", "state": part }), &[])?;
+        }
+        for chunk in sticky.chunks(STATE_CHUNK) {
+            let part = proxy::UpgradeState { sticky: chunk.to_vec(), ..Default::default() };
+            self.send(&serde_json::json!({ "kind": "state", "state": part }), &[])?;
+        }
+        Ok(())
+    }
+
     /// Connects to the channel named by [`ENV`], if set (this process is an upgrade's new one).
     pub fn from_env() -> io::Result<Option<Channel>> {
         let Some(name) = std::env::var_os(ENV) else { return Ok(None) };

@@ -6,7 +6,10 @@
 //! had just finished a request. Connections with a request in flight move at their next
 //! request boundary; TLS-terminated keep-alive connections close when idle, and
 //! connection-level sessions (mail, TLS passthrough, tunnels) finish in the old process.
-//! The channel between the processes (a Unix socket, `SCM_RIGHTS`) is the binary's.
+//! The channel between the processes (a Unix socket, `SCM_RIGHTS`) is the binary's;
+//! the run-time state that goes along (`state`) travels on it as plain values.
+
+pub mod state;
 
 use crate::floor::conns::{ConnState, Slot, Watch};
 use crate::floor::handover::{move_out, Moving};
