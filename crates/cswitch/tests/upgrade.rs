@@ -39,11 +39,15 @@ struct Switch {
 
 impl Switch {
     fn start(path: &Path, binary_override: Option<&Path>) -> Switch {
+        let env: Vec<(&str, &Path)> =
+            binary_override.map(|b| ("CSWITCH_UPGRADE_BINARY", b)).into_iter().collect();
+        Switch::start_with_env(path, &env)
+    }
+
+    fn start_with_env(path: &Path, env: &[(&str, &Path)]) -> Switch {
         let mut command = cswitch();
         command.args(["run", "--config"]).arg(path).stderr(Stdio::piped());
-        if let Some(binary) = binary_override {
-            command.env("CSWITCH_UPGRADE_BINARY", binary);
-        }
+        command.envs(env.iter().copied());
         let mut first = command.spawn().unwrap();
         let log = log_lines(first.stderr.take().unwrap());
         let web = addr_in(&wait_for(&log, "listening"));
@@ -222,7 +226,12 @@ fn an_upgrade_under_load_loses_no_request_and_moves_idle_connections() {
     let dir = tempdir("upgrade-load");
     let path = dir.join("cswitch.toml");
     std::fs::write(&path, config(&s1)).unwrap();
-    let mut switch = Switch::start(&path, None);
+    // A service manager's notification socket: it must hear of the new main process.
+    let notify_path = dir.join("notify.sock");
+    let _ = std::fs::remove_file(&notify_path);
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
+    notify.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut switch = Switch::start_with_env(&path, &[("NOTIFY_SOCKET", &notify_path)]);
     // Parked ones (idle over a second) and ones still waiting as tasks.
     let mut idle = idle_clients(switch.web, 10);
     std::thread::sleep(Duration::from_millis(1500));
@@ -241,6 +250,9 @@ fn an_upgrade_under_load_loses_no_request_and_moves_idle_connections() {
     assert_eq!(report["failed_to_move"], 0, "{report}");
     assert!(switch.first_exits().success());
     wait_for(&switch.log, "upgrade done; this process exits");
+    let mut told = [0u8; 64];
+    let n = notify.recv(&mut told).unwrap();
+    assert_eq!(std::str::from_utf8(&told[..n]).unwrap(), format!("MAINPID={}\n", report["new_pid"]));
     for (i, client) in idle.iter_mut().enumerate() {
         request(client, false).unwrap_or_else(|e| panic!("idle client {i} after the upgrade: {e}"));
     }

@@ -12,6 +12,7 @@
 //! process goes on serving and the caller gets the reason.
 
 mod child;
+mod notify;
 mod wire;
 
 pub use child::Inheritance;
@@ -163,6 +164,7 @@ impl Upgrader {
     fn hand_over(&self, channel: wire::Channel, pid: u32, started: Instant) -> Value {
         self.handed_over.store(true, Ordering::Release);
         let serving_after = started.elapsed();
+        notify::main_pid(pid);
         if let Some((_, gate)) = &*self.admin.lock().unwrap_or_else(|e| e.into_inner()) {
             gate.close();
         }
