@@ -56,12 +56,12 @@ impl Signals {
         let never = tokio::sync::Notify::new();
         let upgraded = upgrader.map_or(&never, |u| &u.done);
         let Signals { rt, mut term, mut int, mut hup, mut usr1, mut usr2, mut stamps } = self;
-        rt.block_on(async {
+        let handed_over = rt.block_on(async {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
             loop {
                 tokio::select! {
-                    _ = term.recv() => break,
-                    _ = int.recv() => break,
+                    _ = term.recv() => break false,
+                    _ = int.recv() => break false,
                     _ = hup.recv() => match config {
                         Some(path) => reload(switch, path, "SIGHUP"),
                         None => tracing::warn!("SIGHUP ignored: no config file to reload"),
@@ -82,7 +82,7 @@ impl Signals {
                         }
                         None => tracing::warn!("SIGUSR2 ignored: this switch cannot upgrade its binary"),
                     },
-                    _ = upgraded.notified() => break,
+                    _ = upgraded.notified() => break true,
                     _ = tick.tick() => {
                         let now = rule_file_stamps(&switch.config());
                         if now != stamps {
@@ -96,7 +96,11 @@ impl Signals {
                 }
             }
         });
-        tracing::info!("shutting down: finishing in-flight requests");
+        if handed_over {
+            tracing::info!("handed over to the new process; stopping");
+        } else {
+            tracing::info!("shutting down: finishing in-flight requests");
+        }
         switch.shutdown();
         tracing::info!("stopped");
         Ok(())
