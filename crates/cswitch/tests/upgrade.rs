@@ -356,7 +356,7 @@ fn health_of(switch: &Switch, name: &str) -> String {
 }
 
 #[test]
-fn sticky_entries_health_verdicts_and_counters_move_with_the_upgrade() {
+fn admin_edits_sticky_entries_health_verdicts_and_counters_move_with_the_upgrade() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let (w1, w2, p1, p2) = rt.block_on(async {
         use testkit::Origin;
@@ -410,6 +410,10 @@ fn sticky_entries_health_verdicts_and_counters_move_with_the_upgrade() {
     let before: Vec<String> = ips.iter().map(|ip| origin_for(switch.web, ip, "/sticky")).collect();
     assert!(before.contains(&"p1".to_string()) && before.contains(&"p2".to_string()), "{before:?}");
     let requests_before = ctl_json(&switch, &["status"])["counters"]["requests"].as_u64().unwrap();
+    // Admin edits that are not in the file.
+    ctl_json(&switch, &["weight", "web/w1", "7"]);
+    ctl_json(&switch, &["maint", "web/w1"]);
+    ctl_json(&switch, &["add", "pool", "p3", &w1.addr().to_string()]);
 
     switch.upgrade().unwrap();
     assert!(switch.first_exits().success());
@@ -422,6 +426,11 @@ fn sticky_entries_health_verdicts_and_counters_move_with_the_upgrade() {
         assert_eq!(&origin_for(switch.web, ip, "/sticky"), was, "{ip} keeps its server");
     }
     let requests_after = ctl_json(&switch, &["status"])["counters"]["requests"].as_u64().unwrap();
+    let servers = ctl_json(&switch, &["servers"]);
+    let server = |name: &str| servers.as_array().unwrap().iter().find(|s| s["name"] == name).cloned();
+    let w1_now = server("w1").unwrap();
+    assert_eq!((&w1_now["weight"], &w1_now["state"]), (&serde_json::json!(7), &serde_json::json!("maint")));
+    assert_eq!(server("p3").expect("the added server is still there")["group"], "pool");
     assert!(
         requests_after >= requests_before + 8,
         "counters carried over: {requests_before} then {requests_after}"

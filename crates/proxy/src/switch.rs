@@ -138,6 +138,9 @@ pub struct Switch {
     /// Each worker's inbox of connections a binary upgrade's old process hands over.
     adopt: Vec<tokio::sync::mpsc::UnboundedSender<Moving>>,
     next_adopt: AtomicUsize,
+    /// The config as last loaded from the file: what the admin API changed since is the
+    /// difference to the one in force (a binary upgrade carries it over).
+    from_file: Mutex<Config>,
 }
 
 impl Switch {
@@ -155,6 +158,7 @@ impl Switch {
         let tls =
             termination::acceptors(&config).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let parts = ListenerParts { rules, tls };
+        let from_file = Mutex::new(config.clone());
         let most_inherited = inherited.listeners.iter().map(|(_, s)| s.len()).max().unwrap_or(0);
         // Every inherited socket keeps a worker accepting on it: one closed here would lose
         // the connections queued on it.
@@ -212,6 +216,7 @@ impl Switch {
             sockets,
             adopt,
             next_adopt,
+            from_file,
         })
     }
 
@@ -327,8 +332,10 @@ impl Switch {
     /// returned. Config file reloads (SIGHUP, the admin API) come through here.
     pub fn apply(&self, config: Config, why: &str) -> Result<(u64, Vec<config::Change>), ReloadError> {
         // Always applied, even when equal: the listeners' rule files are compiled again.
+        let loaded = config.clone();
         match self.edit_with(why, |_| Ok::<Config, ReloadError>(config), false) {
             Ok(applied) => {
+                *self.from_file.lock().unwrap_or_else(|e| e.into_inner()) = loaded;
                 Ok(applied.unwrap_or_else(|| (self.shared.snapshot.load().generation, Vec::new())))
             }
             Err(EditFailed::Edit(e) | EditFailed::Refused(e)) => Err(e),
@@ -466,14 +473,27 @@ impl Switch {
     /// (health verdicts, sticky entries), or, once this process is `drained`, its
     /// counters and the sticky entries it made meanwhile.
     pub fn upgrade_state(&self, drained: bool) -> crate::UpgradeState {
-        match drained {
-            false => crate::upgrade::state::before_serving(&self.shared),
-            true => crate::upgrade::state::when_drained(&self.shared),
+        if drained {
+            return crate::upgrade::state::when_drained(&self.shared);
         }
+        let base = self.from_file.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let edits = crate::upgrade::edits::between(&base, &self.config());
+        crate::UpgradeState { edits, ..crate::upgrade::state::before_serving(&self.shared) }
     }
 
-    /// Takes in state the old process of a binary upgrade sent.
+    /// Takes in state the old process of a binary upgrade sent: its run-time admin edits
+    /// first (through [`Switch::edit`]; one the new config file no longer allows is
+    /// logged and skipped), then the rest.
     pub fn import_upgrade_state(&self, state: &crate::UpgradeState) {
+        for edit in &state.edits {
+            let why = "upgrade: an admin edit of the old process";
+            let reason = match self.edit(why, |c| crate::upgrade::edits::apply(c, edit)) {
+                Ok(_) => continue,
+                Err(EditFailed::Edit(e)) => e,
+                Err(EditFailed::Refused(e)) => e.to_string(),
+            };
+            tracing::warn!(?edit, reason, "an admin edit of the old process not carried over");
+        }
         crate::upgrade::state::import(&self.shared, state);
     }
 

@@ -73,8 +73,8 @@ impl Channel {
     /// Sends `state` in messages under [`MAX_MESSAGE`]: counters and listeners first,
     /// then servers and sticky entries in chunks.
     pub fn send_state(&self, state: proxy::UpgradeState) -> io::Result<()> {
-        let proxy::UpgradeState { counters, listeners, servers, sticky } = state;
-        let head = proxy::UpgradeState { counters, listeners, ..Default::default() };
+        let proxy::UpgradeState { edits, counters, listeners, servers, sticky } = state;
+        let head = proxy::UpgradeState { edits, counters, listeners, ..Default::default() };
         self.send(&serde_json::json!({ "kind": "state", "state": head }), &[])?;
         for chunk in servers.chunks(STATE_CHUNK) {
             let part = proxy::UpgradeState { servers: chunk.to_vec(), ..Default::default() };

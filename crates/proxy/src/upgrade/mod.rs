@@ -9,6 +9,7 @@
 //! The channel between the processes (a Unix socket, `SCM_RIGHTS`) is the binary's;
 //! the run-time state that goes along (`state`) travels on it as plain values.
 
+pub mod edits;
 pub mod state;
 
 use crate::floor::conns::{ConnState, Slot, Watch};

@@ -2,13 +2,14 @@
 //! plain serializable values: servers are named (group, name) and listeners by name,
 //! since the new process numbers them itself.
 //!
-//! - before the new process serves: the health verdicts (a server that was down stays
+//! - before the new process serves: the admin edits made at run time (`edits`), the
+//!   health verdicts (a server that was down stays
 //!   down until it passes `rise` checks) and the `STICKY_IP` entries;
 //! - once the old process is drained: the counters, per listener and per server (so
 //!   metrics do not reset), and the sticky entries it made meanwhile.
 //!
 //! Not carried yet: the cookie-learning and other persistence tables of groups, TLS
-//! session IDs, the latency histograms, and admin edits not in the config file.
+//! session IDs, the latency histograms.
 
 use crate::floor::live::Health;
 use crate::floor::shared::Shared;
@@ -63,6 +64,9 @@ pub struct ListenerFigures {
 /// A piece of state in transit.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct State {
+    /// Admin edits made since the config file was last loaded (before serving).
+    #[serde(default)]
+    pub edits: Vec<crate::upgrade::edits::Edit>,
     /// Process-wide counters by name (only when the old process is drained).
     pub counters: Vec<(String, u64)>,
     /// Per listener (only when drained).
@@ -132,7 +136,7 @@ pub fn when_drained(shared: &Shared) -> State {
             ServerState { server, health: None, figures }
         })
         .collect();
-    State { counters, listeners, servers, sticky: sticky(shared, &snap) }
+    State { edits: Vec::new(), counters, listeners, servers, sticky: sticky(shared, &snap) }
 }
 
 fn sticky(shared: &Shared, snap: &Snapshot) -> Vec<StickyEntry> {
