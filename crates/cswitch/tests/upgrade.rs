@@ -436,3 +436,23 @@ fn admin_edits_sticky_entries_health_verdicts_and_counters_move_with_the_upgrade
         "counters carried over: {requests_before} then {requests_after}"
     );
 }
+
+#[test]
+fn sigusr2_upgrades_too() {
+    let (_rt, s1) = origin();
+    let dir = tempdir("upgrade-usr2");
+    let path = dir.join("cswitch.toml");
+    std::fs::write(&path, config(&s1)).unwrap();
+    let mut switch = Switch::start(&path, None);
+    let mut idle = idle_clients(switch.web, 3);
+    let status = std::process::Command::new("kill").arg("-USR2").arg(switch.first.id().to_string()).status();
+    assert!(status.unwrap().success());
+    let done = wait_for(&switch.log, "upgrade done; this process exits");
+    let pid = done.split_whitespace().find_map(|w| w.strip_prefix("new_pid=")).unwrap();
+    switch.pids.push(pid.parse().unwrap());
+    assert!(switch.first_exits().success());
+    for client in &mut idle {
+        request(client, false).unwrap();
+    }
+    request(&mut connect(switch.web).unwrap(), true).unwrap();
+}
