@@ -79,6 +79,11 @@ impl AcceptGate {
         self.0 .1.notify_waiters();
     }
 
+    /// Whether it is closed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.0 .0.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Returns once the gate is closed.
     pub(crate) async fn closed(&self) {
         loop {

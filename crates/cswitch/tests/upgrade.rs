@@ -62,7 +62,10 @@ impl Switch {
         let out = ctl.arg("ctl").arg("--addr").arg(self.admin.to_string()).args(["--json", "upgrade"]);
         let out = out.output().unwrap();
         if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+            // The switch's log so far, for a failure to be read with its cause.
+            std::thread::sleep(Duration::from_millis(200));
+            let log: Vec<String> = self.log.try_iter().collect();
+            return Err(format!("{}\nswitch log:\n{}", String::from_utf8_lossy(&out.stderr), log.join("\n")));
         }
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         self.pids.push(u32::try_from(report["new_pid"].as_u64().unwrap()).unwrap());
@@ -272,7 +275,7 @@ fn a_broken_binary_or_a_bad_config_changes_nothing() {
     let mut idle = idle_clients(switch.web, 3);
     let error = switch.upgrade().unwrap_err();
     assert!(error.contains("nothing changed") && error.contains("exited"), "{error}");
-    wait_for(&switch.log, "upgrade failed, this process goes on serving");
+    assert!(error.contains("upgrade failed, this process goes on serving"), "logged too: {error}");
     for client in &mut idle {
         request(client, false).unwrap();
     }
