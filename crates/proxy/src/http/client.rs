@@ -102,6 +102,18 @@ impl Client {
         Some(Resting { stream, peer, listener: listener as u32, since, id, served, extra })
     }
 
+    /// A connection another process served until now (a binary upgrade), between two
+    /// requests.
+    pub fn adopted(
+        stream: tokio::net::TcpStream,
+        peer: SocketAddr,
+        state: Slot,
+        id: u64,
+        served: bool,
+    ) -> Client {
+        Client { stream: ClientStream::Plain(stream), peer, buf: None, pins: None, state, id, served }
+    }
+
     /// A parked connection served again, its socket back in the runtime (`None`: it could
     /// not be registered, and is closed).
     pub fn wake(r: Resting, state: Slot) -> Option<Client> {

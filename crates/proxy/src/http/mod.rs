@@ -110,6 +110,11 @@ fn park(open: Open, client: Client) -> Option<(Open, Client)> {
     }
     let state = std::rc::Rc::clone(&client.state);
     let resting = client.rest(open.listener())?;
+    if let Some(handover) = open.worker.shared.handover.get() {
+        // A binary upgrade: the connection leaves for the new process instead.
+        let resting = crate::floor::handover::move_out(&open.worker.shared, handover, resting).err()?;
+        return Client::wake(resting, state).map(|c| (open, c));
+    }
     match open.worker.parked.park(resting) {
         Ok(()) => {
             open.worker.shared.stats.inc(Counter::Parked);
@@ -145,11 +150,14 @@ async fn serve_one(worker: &Worker, listener: usize, client: &mut Client) -> boo
     keep
 }
 
-/// Only a plain keep-alive connection parks (a TLS session cannot leave its task; a fresh
-/// one is left where admission's eviction looks for it first). Asked at each poll rather
-/// than kept: every waiting connection's future would carry the answer.
+/// Only a plain connection parks (a TLS session cannot leave its task), and only a
+/// keep-alive one when asked by the housekeeping (a fresh one is left where admission's
+/// eviction looks for it first; a binary upgrade's hand-over asks fresh ones too). Asked at
+/// each poll rather than kept: every waiting connection's future would carry the answer.
 fn may_park(worker: &Worker, client: &Client) -> bool {
-    client.state.get() == ConnState::Idle && !client.stream.is_tls() && worker.parked.enabled()
+    let waiting = matches!(client.state.get(), ConnState::Idle | ConnState::Fresh);
+    let can_leave = worker.parked.enabled() || worker.shared.handover.get().is_some();
+    waiting && !client.stream.is_tls() && can_leave
 }
 
 /// What a connection waiting for its next request does next.
@@ -174,6 +182,11 @@ async fn wait_for_request(worker: &Worker, client: &mut Client) -> Next {
     }
     if client.state.get() == ConnState::Busy {
         client.state.set(ConnState::Idle);
+    }
+    if worker.shared.handover.get().is_some() {
+        // A binary upgrade: between requests, a plain connection moves to the new process
+        // and a TLS-terminated one closes (its session cannot move).
+        return if client.stream.is_tls() { Next::Close } else { Next::Park };
     }
     // The idle timeout is enforced by the worker's housekeeping (`floor::conns`), which
     // closes this connection if it waits too long: no timer here, see `Watch`.
