@@ -27,6 +27,7 @@ pub(crate) fn render(switch: &proxy::Switch) -> Vec<u8> {
         servers: switch.servers(),
         rules: switch.rules(),
         handoff: switch.handoff_timing(),
+        cluster: switch.cluster(),
     };
     let mut registry = Registry::default();
     registry.register_collector(Box::new(scrape));
@@ -46,6 +47,7 @@ struct Scrape {
     servers: Vec<ServerView>,
     rules: Vec<RulesView>,
     handoff: proxy::HandoffTimingView,
+    cluster: Option<std::sync::Arc<cluster::View>>,
 }
 
 type Labels = Vec<(&'static str, String)>;
@@ -118,6 +120,7 @@ impl Collector for Scrape {
         self.encode_server_state(&mut encoder)?;
         self.encode_latency(&mut encoder)?;
         self.encode_handoff_timing(&mut encoder)?;
+        self.encode_cluster(&mut encoder)?;
         self.encode_rules(&mut encoder)
     }
 }
@@ -322,6 +325,39 @@ impl Scrape {
         done.encode(e)
     }
 
+    /// `[cluster]`: each known node's liveness and digest drift, and the gossip counters;
+    /// absent without `[cluster]`.
+    fn encode_cluster(&self, e: &mut DescriptorEncoder) -> fmt::Result {
+        let Some(c) = &self.cluster else { return Ok(()) };
+        let mut live =
+            Family::new("cswitch_cluster_node_live", "1 while the cluster node is alive (failure detector)");
+        let mut drift = Family::new(
+            "cswitch_cluster_node_drift",
+            "1 when the node's config digest differs from this node's",
+        );
+        for n in &c.nodes {
+            live.add(vec![("node", value(&n.name))], gauge(i64::from(n.live)));
+            drift.add(vec![("node", value(&n.name))], gauge(i64::from(n.drift)));
+        }
+        live.encode(e)?;
+        drift.encode(e)?;
+        let g = &c.gossip;
+        let mut datagrams = Family::new("cswitch_cluster_gossip_datagrams", "Gossip datagrams, by direction");
+        datagrams.add(vec![("direction", "in".into())], counter(g.received));
+        datagrams.add(vec![("direction", "out".into())], counter(g.sent));
+        datagrams.encode(e)?;
+        let mut bytes = Family::new("cswitch_cluster_gossip", "Gossip bytes, by direction").unit(Unit::Bytes);
+        bytes.add(vec![("direction", "in".into())], counter(g.received_bytes));
+        bytes.add(vec![("direction", "out".into())], counter(g.sent_bytes));
+        bytes.encode(e)?;
+        let mut refused = Family::new(
+            "cswitch_cluster_gossip_refused",
+            "Gossip datagrams dropped: missing or wrong authentication tag, or undecodable",
+        );
+        refused.add(Vec::new(), counter(g.rejected));
+        refused.encode(e)
+    }
+
     fn encode_rules(&self, e: &mut DescriptorEncoder) -> fmt::Result {
         let mut hits = Family::new("cswitch_rule_hits", "Requests a rule decided");
         for l in &self.rules {
@@ -394,6 +430,17 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
         PassiveOuts => (out, out_help, Some(("by", "passive_check"))),
         AgentReports => (agents, agents_help, Some(("result", "applied"))),
         AgentReportsRejected => (agents, agents_help, Some(("result", "rejected"))),
+        ClusterCapacities => (agents, agents_help, Some(("result", "from_cluster"))),
+        ClusterLearnedCookies => (
+            "cswitch_cluster_learned_cookies",
+            "Session cookies other cluster nodes learned (persistence learn), applied here",
+            None,
+        ),
+        ClusterStickyEntries => (
+            "cswitch_cluster_sticky_entries",
+            "STICKY_IP entries other cluster nodes shared, applied here",
+            None,
+        ),
         ServerExtraBytes => (
             "cswitch_upstream_responses_with_extra_bytes",
             "Responses after which the server sent bytes beyond the message",

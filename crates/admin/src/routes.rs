@@ -17,7 +17,9 @@ pub(crate) async fn handle(ctx: &Arc<Ctx>, req: &Request) -> Response {
     let segments: Vec<&str> = req.head.segments.iter().map(String::as_str).collect();
     let method = req.head.method.as_str();
     let allowed: &[&str] = match segments.as_slice() {
-        [""] | ["metrics"] | ["api", "status" | "groups" | "stick-tables" | "rules" | "history"] => &["GET"],
+        [""]
+        | ["metrics"]
+        | ["api", "status" | "groups" | "stick-tables" | "rules" | "history" | "cluster"] => &["GET"],
         ["api", "servers"] => &["GET", "POST"],
         ["api", "servers", _, _] => &["PATCH", "DELETE"],
         ["api", "reload" | "reopen" | "explain" | "upgrade"] => &["POST"],
@@ -38,6 +40,7 @@ pub(crate) async fn handle(ctx: &Arc<Ctx>, req: &Request) -> Response {
         ("GET", ["api", "stick-tables"]) => Response::json(200, &switch.stick_tables()),
         ("GET", ["api", "rules"]) => Response::json(200, &switch.rules()),
         ("GET", ["api", "history"]) => Response::json(200, &ctx.history().view()),
+        ("GET", ["api", "cluster"]) => cluster(ctx),
         ("GET", ["api", "servers"]) => servers(ctx, req.head.param("group")),
         ("POST", ["api", "servers"]) => crate::edits::add(ctx, &req.body).await,
         ("PATCH", ["api", "servers", group, name]) => crate::edits::patch(ctx, group, name, &req.body).await,
@@ -63,6 +66,17 @@ fn servers(ctx: &Ctx, group: Option<&str>) -> Response {
 }
 
 /// `POST /api/reopen`: the access log is reopened at its configured path (after rotation).
+/// The cluster as this node sees it; `{"enabled": false}` without `[cluster]`, so a page
+/// or script can ask any node.
+fn cluster(ctx: &Ctx) -> Response {
+    let Some(view) = ctx.switch.cluster() else {
+        return Response::json(200, &serde_json::json!({ "enabled": false, "nodes": [] }));
+    };
+    let mut json = serde_json::to_value(&*view).unwrap_or_default();
+    json["enabled"] = true.into();
+    Response::json(200, &json)
+}
+
 fn reopen(ctx: &Ctx) -> Response {
     match ctx.switch.reopen_log("admin: POST /api/reopen") {
         Ok(()) => Response::json(200, &serde_json::json!({ "reopened": true })),

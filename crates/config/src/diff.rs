@@ -91,7 +91,7 @@ pub enum Change {
     /// `[admin]` or `[agents]` differs (`section` names which); a new bind address
     /// needs a restart, a token or timeout is applied in place.
     Service {
-        /// "admin", "agents" or "oneway".
+        /// "admin", "agents", "oneway" or "cluster".
         section: &'static str,
         /// Whether the bind address changed (or the section was added or removed).
         rebinds: bool,
@@ -157,6 +157,10 @@ pub fn diff(old: &Config, new: &Config) -> Vec<Change> {
     let steering = |c: &Config| c.oneway.as_ref().map(|o| (o.interface.clone(), o.table.clone()));
     if old.oneway != new.oneway {
         changes.push(Change::Service { section: "oneway", rebinds: steering(old) != steering(new) });
+    }
+    // Membership is joined once at start: any change to `[cluster]` applies on restart.
+    if old.cluster != new.cluster {
+        changes.push(Change::Service { section: "cluster", rebinds: true });
     }
     listeners(&old.listeners, &new.listeners, &mut changes);
     groups(&old.groups, &new.groups, &mut changes);

@@ -64,36 +64,47 @@ fn token(
 /// printable characters. `None` (outer) when an error was reported; `Some(None)` when
 /// neither is set.
 pub(crate) fn read_token(t: &Table, sink: &mut Sink, base: &Path, what: &str) -> Option<Option<String>> {
-    let inline = t.string(sink, "token").map(|s| (s.value.to_string(), s));
+    read_secret(t, sink, base, what, ["token", "token_file"])
+}
+
+/// A secret written inline under `names[0]` or read from the file named by `names[1]`, with
+/// the rules of [`read_token`] (`[cluster]` calls its secret `key`).
+pub(crate) fn read_secret(
+    t: &Table,
+    sink: &mut Sink,
+    base: &Path,
+    what: &str,
+    names: [&str; 2],
+) -> Option<Option<String>> {
+    let [inline_key, file_key] = names;
+    let inline = t.string(sink, inline_key).map(|s| (s.value.to_string(), s));
     let from_file =
-        t.string(sink, "token_file").and_then(|f| match std::fs::read_to_string(base.join(f.value)) {
+        t.string(sink, file_key).and_then(|f| match std::fs::read_to_string(base.join(f.value)) {
             Ok(text) => Some((text.trim().to_string(), f)),
             Err(e) => {
-                let message = format!("cannot read token_file `{}`: {e}", f.value);
-                sink.error(
-                    &f.span,
-                    &f.key,
-                    message,
-                    Some("give a readable file, or write token = \"…\"".into()),
-                );
+                let message = format!("cannot read {file_key} `{}`: {e}", f.value);
+                let hint = format!("give a readable file, or write {inline_key} = \"…\"");
+                sink.error(&f.span, &f.key, message, Some(hint));
                 None
             }
         });
     let token = match (inline, from_file) {
         (Some((_, s)), Some(_)) => {
-            let hint = Some("keep one of them (token_file keeps the secret out of this file)".into());
-            sink.error(&s.span, &s.key, "both `token` and `token_file` are set", hint);
+            let hint = Some(format!("keep one of them ({file_key} keeps the secret out of this file)"));
+            let message = format!("both `{inline_key}` and `{file_key}` are set");
+            sink.error(&s.span, &s.key, message, hint);
             return None;
         }
         (Some((v, s)), None) | (None, Some((v, s))) => {
             if v.len() < 16 || v.len() > 128 {
-                let message = format!("the token for {what} is {} characters; use 16 to 128", v.len());
+                let message = format!("the {inline_key} for {what} is {} characters; use 16 to 128", v.len());
                 sink.error(&s.span, &s.key, message, Some("e.g. `openssl rand -hex 24`".into()));
                 return None;
             }
             // Agents send the token in a space-separated line; keep one rule for both.
             if !v.bytes().all(|b| b.is_ascii_graphic()) {
-                let message = format!("the token for {what} may only use printable ASCII without spaces");
+                let message =
+                    format!("the {inline_key} for {what} may only use printable ASCII without spaces");
                 sink.error(&s.span, &s.key, message, Some("e.g. `openssl rand -hex 24`".into()));
                 return None;
             }

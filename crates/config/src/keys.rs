@@ -2,8 +2,18 @@
 //! every section import these tables, and this file imports none of them, so the table of
 //! homes for "`retries` belongs in [limits]" can name every section without a loop.
 
-pub(crate) const TOP_KEYS: &[&str] =
-    &["global", "access_log", "limits", "timeouts", "listener", "group", "admin", "agents", "oneway"];
+pub(crate) const TOP_KEYS: &[&str] = &[
+    "global",
+    "access_log",
+    "limits",
+    "timeouts",
+    "listener",
+    "group",
+    "admin",
+    "agents",
+    "oneway",
+    "cluster",
+];
 pub(crate) const GLOBAL_KEYS: &[&str] = &["workers", "grace_period"];
 pub(crate) const ACCESS_LOG_KEYS: &[&str] = &["enabled", "format", "path", "fields", "syslog", "facility"];
 pub(crate) const LIMITS_KEYS: &[&str] = &[
@@ -108,12 +118,13 @@ pub(crate) const ADMIN_KEYS: &[&str] = &["bind", "token", "token_file"];
 pub(crate) const AGENTS_KEYS: &[&str] = &["bind", "token", "token_file", "silent_after"];
 pub(crate) const ONEWAY_KEYS: &[&str] =
     &["interface", "token", "token_file", "handoff_timeout", "flow_timeout", "table"];
+pub(crate) const CLUSTER_KEYS: &[&str] = &["node", "bind", "seeds", "key", "key_file", "gossip_interval"];
 /// One entry of a listener's `tls`.
 pub(crate) const CERT_KEYS: &[&str] = &["cert", "key"];
 
 /// For an unknown key: the section where a key of that name lives, if any.
 pub(crate) fn home_of(key: &str) -> Option<String> {
-    let homes: [(&str, &[&str]); 13] = [
+    let homes: [(&str, &[&str]); 14] = [
         ("[global]", GLOBAL_KEYS),
         ("[access_log]", ACCESS_LOG_KEYS),
         ("[limits]", LIMITS_KEYS),
@@ -127,6 +138,7 @@ pub(crate) fn home_of(key: &str) -> Option<String> {
         ("[admin]", ADMIN_KEYS),
         ("[agents]", AGENTS_KEYS),
         ("[oneway]", ONEWAY_KEYS),
+        ("[cluster]", CLUSTER_KEYS),
     ];
     let (home, _) = homes.iter().find(|(_, keys)| keys.contains(&key))?;
     Some(format!("`{key}` belongs in {home}"))

@@ -17,7 +17,8 @@
 //!   the spans the cross-entry checks point at.
 //! - `sections`: the single tables `[global]`, `[limits]`, `[timeouts]`; `access_log`:
 //!   `[access_log]` (format, fields, file or syslog).
-//! - `endpoints`: `[admin]` and `[agents]` (a bind and a token each).
+//! - `endpoints`: `[admin]` and `[agents]` (a bind and a token each); `cluster`:
+//!   `[cluster]` (node name, gossip bind, seeds, key).
 //! - `oneway`: `[oneway]`, a listener's `mode`, a server's `agent` and `mac`, and the checks
 //!   across them.
 //! - `balancing`: a group's scheduler keys and persistence, a listener's connection
@@ -42,6 +43,7 @@ mod addr;
 mod balancing;
 mod certs;
 mod checks;
+mod cluster;
 mod diag;
 mod diff;
 mod duration;

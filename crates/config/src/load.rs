@@ -67,6 +67,7 @@ fn walk(root: &Table, sink: &mut Sink, path: &Path) -> (Config, Refs) {
     let admin = endpoints::admin(root, sink, base);
     let agents = endpoints::agents(root, sink, base);
     let oneway = crate::oneway::section(root, sink, base);
+    let cluster = crate::cluster::section(root, sink, base);
     checks::run(&listeners, &groups, admin.as_ref(), sink);
     checks::oneway_listeners(&listeners, &groups, root.has("oneway"), sink);
     let mut refs = refs::collect(sink, &listeners, &groups, access_log_path.as_ref());
@@ -85,6 +86,7 @@ fn walk(root: &Table, sink: &mut Sink, path: &Path) -> (Config, Refs) {
         admin: admin.map(|a| a.value),
         agents,
         oneway: oneway.map(|o| o.value),
+        cluster,
     };
     (config, refs)
 }

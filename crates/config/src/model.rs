@@ -30,6 +30,24 @@ pub struct Config {
     /// `[oneway]`: one-way switching's switch-wide settings; `None` = no listener hands
     /// connections off.
     pub oneway: Option<OneWay>,
+    /// `[cluster]`: this node's place among cswitch nodes that act as one; `None` = alone.
+    pub cluster: Option<Cluster>,
+}
+
+/// `[cluster]`: gossip membership with other cswitch nodes (issue 13).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cluster {
+    /// This node's name, unique in the cluster.
+    pub node: String,
+    /// UDP address gossip is received on and peers send to.
+    pub bind: SocketAddr,
+    /// Peers' gossip addresses to join through (empty on the first node).
+    pub seeds: Vec<SocketAddr>,
+    /// Shared by every node; each datagram carries an HMAC made with it. Mandatory when
+    /// `bind` is not loopback.
+    pub key: Option<String>,
+    /// How often this node gossips with a few peers (default 100ms).
+    pub gossip_interval: Duration,
 }
 
 /// `[oneway]`: how the switch hands connections to the servers' agents (issue 12).

@@ -189,6 +189,7 @@ fn expected_full() -> Config {
         admin: None,
         agents: None,
         oneway: None,
+        cluster: None,
     }
 }
 
@@ -257,6 +258,7 @@ fn minimal_config_gets_every_default() {
         admin: None,
         agents: None,
         oneway: None,
+        cluster: None,
     };
     assert_eq!(config, expected);
 }

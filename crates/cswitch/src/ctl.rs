@@ -69,6 +69,8 @@ enum Cmd {
     Remove { server: String },
     /// Reloads the switch's config file (as SIGHUP does); admin edits not in the file are lost.
     Reload,
+    /// The cluster's nodes as this switch sees them: liveness, config digest, lag.
+    Cluster,
     /// Reopens the access log after it was rotated (as SIGUSR1 does).
     Reopen,
     /// Replaces the running binary with the one now at its path (as SIGUSR2 does): the new
@@ -121,6 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Cmd::Reload => (client.send("POST", "/api/reload", b"")?, show::applied),
         Cmd::Reopen => (client.send("POST", "/api/reopen", b"")?, show::reopened),
         Cmd::Upgrade => (client.send("POST", "/api/upgrade", b"")?, show::upgraded),
+        Cmd::Cluster => (client.get("/api/cluster")?, show::cluster),
         Cmd::Explain { request, listener, src } => {
             (explain(&client, &request, listener, src)?, show::explanation)
         }

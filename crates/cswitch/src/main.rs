@@ -73,7 +73,7 @@ enum Command {
     /// (g(x) = C·e^(−k·x)) and report it to the switches (their `[agents]` socket).
     Agent(agent_cli::Args),
     /// Talk to a running switch's admin API: status, servers, drain, ready, maint, weight,
-    /// add, remove, reload, explain (`docs/admin.md`).
+    /// add, remove, reload, explain, cluster (`docs/admin.md`).
     Ctl(ctl::Args),
 }
 

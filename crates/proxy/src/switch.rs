@@ -191,7 +191,9 @@ impl Switch {
             started: std::time::Instant::now(),
             snapshot_writer: Mutex::new(()),
             handover: Default::default(),
+            cluster: std::sync::OnceLock::new(),
         });
+        crate::health::cluster::join(&shared)?;
         let mut threads = Vec::with_capacity(workers);
         let mut adopt = Vec::with_capacity(workers);
         for (i, listeners) in sockets.into_iter().enumerate() {
@@ -273,6 +275,11 @@ impl Switch {
         crate::explain::explain(&snap, tables, listener, raw, src)
     }
 
+    /// The cluster as this node sees it (`None` without `[cluster]`).
+    pub fn cluster(&self) -> Option<Arc<cluster::View>> {
+        self.shared.cluster.get().map(|c| c.view())
+    }
+
     /// Each listener's rules with their hit counts.
     pub fn rules(&self) -> Vec<view::RulesView> {
         view::rules(&self.shared.snapshot.load())
@@ -323,6 +330,7 @@ impl Switch {
         self.shared.tls_sessions.reconfigure(tls_lifetime, |id| next.group_of(id).is_some());
         // Agents evaluate the later requests of connections they hold with these rules.
         crate::handoff::policy::push_all(&next);
+        crate::health::cluster::config_changed(&self.shared, &next.config);
         self.shared.snapshot.store(Arc::new(next));
         self.shared.stats.inc(Counter::Reloads);
         Ok((generation, rule_files))
@@ -437,6 +445,7 @@ impl Switch {
             // After a binary upgrade the table is the new process's.
             crate::handoff::steering::remove();
         }
+        crate::health::cluster::leave(&self.shared);
     }
 
     /// Second descriptors of every listening socket (by listener, one per worker) and of
@@ -580,6 +589,10 @@ fn same_listeners(old: &Config, new: &Config) -> Result<(), ReloadError> {
     let agents = |c: &Config| c.agents.as_ref().map(|a| a.bind);
     if agents(old) != agents(new) {
         return Err(ReloadError::ListenersChanged("[agents]".into()));
+    }
+    // Membership is joined once, at start.
+    if old.cluster != new.cluster {
+        return Err(ReloadError::ListenersChanged("[cluster]".into()));
     }
     let key = |c: &Config| c.listeners.iter().map(|l| (l.name.clone(), l.bind)).collect::<Vec<_>>();
     let (a, b) = (key(old), key(new));

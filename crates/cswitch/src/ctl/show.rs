@@ -25,6 +25,44 @@ pub fn status(v: &Value) {
     print!("{}", table(&columns, rows, 3));
 }
 
+/// `GET /api/cluster`.
+pub fn cluster(v: &Value) {
+    if v["enabled"] != true {
+        println!("this switch is not in a cluster (no [cluster] in its config)");
+        return;
+    }
+    let g = &v["gossip"];
+    println!(
+        "node {}, config digest {}; gossip: {} datagrams in, {} out, {} refused",
+        text(&v["node"]),
+        text(&v["config_digest"]),
+        text(&g["received"]),
+        text(&g["sent"]),
+        text(&g["rejected"]),
+    );
+    if let Some(last) = g["last_rejected"].as_str() {
+        println!("last refused: {last}");
+    }
+    let columns = ["NODE", "GOSSIP", "LIVE", "DIGEST", "LAG", "CAPACITIES", "STICKY_IP", "COOKIES"];
+    let rows = list(v, "nodes").map(cluster_row).collect();
+    print!("{}", table(&columns, rows, 4));
+}
+
+fn cluster_row(n: &Value) -> Vec<String> {
+    let name = match n["is_self"] == true {
+        true => format!("{} (self)", text(&n["name"])),
+        false => text(&n["name"]),
+    };
+    let live = if n["live"] == true { "live" } else { "dead" };
+    let drift = if n["drift"] == true { " (differs)" } else { "" };
+    let lag = n["lag_ms"].as_u64().map_or("-".to_string(), |ms| format!("{ms}ms"));
+    let digest = format!("{}{drift}", text(&n["config_digest"]));
+    let shares = [&n["capacities"], &n["sticky_ip"], &n["learned_cookies"]].map(text);
+    let mut row = vec![name, text(&n["gossip"]), live.into(), digest, lag];
+    row.extend(shares);
+    row
+}
+
 /// `GET /api/servers`.
 pub fn servers(v: &Value) {
     let columns = [

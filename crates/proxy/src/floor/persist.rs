@@ -274,6 +274,8 @@ pub struct OnResponse<'a> {
     pub server: &'a ServerRt,
     /// Its index in the group (the `rename` code).
     pub index: usize,
+    /// The group's name, and this node's cluster: a newly learned cookie is shared.
+    pub share: Option<(&'a str, &'a cluster::Cluster)>,
 }
 
 impl OnResponse<'_> {
@@ -318,7 +320,13 @@ impl OnResponse<'_> {
         match &self.persist.mode {
             Mode::Prefix(m) => m.on_set_cookie(value, &self.server.cookie, out),
             Mode::Learn(m) => {
-                m.learn(value, self.server.id, Instant::now());
+                let now = Instant::now();
+                // Shared only when new here (a value seen again is no gossip write).
+                let known = self.share.is_some()
+                    && m.learned_value(value).is_some_and(|v| m.table().get(v, now) == Some(self.server.id));
+                if m.learn(value, self.server.id, now) && !known {
+                    self.share_learned(m, value);
+                }
                 false
             }
             Mode::Rename(m) => {
@@ -329,6 +337,33 @@ impl OnResponse<'_> {
             _ => false,
         }
     }
+}
+
+impl OnResponse<'_> {
+    /// Shares a cookie value just learned with the other nodes of the cluster.
+    fn share_learned(&self, m: &LearnMode, set_cookie_value: &[u8]) {
+        let (Some((group, node)), Some(value)) = (self.share, m.learned_value(set_cookie_value)) else {
+            return;
+        };
+        let lifetime = match &self.persist.config.mode {
+            PersistMode::Learn { timeout, .. } => *timeout,
+            _ => std::time::Duration::from_secs(1800),
+        };
+        let entry = cluster::LearnedCookie {
+            group: group.to_string(),
+            value: String::from_utf8_lossy(value).into_owned(),
+            server: self.server.name.clone(),
+        };
+        node.publish_learned_cookie(&entry, lifetime);
+    }
+}
+
+/// A cookie value another node of the cluster learned for `server`, at `at`; false when
+/// the group does not learn cookies.
+pub fn learned_elsewhere(p: &PersistRt, value: &[u8], server: u64, at: Instant) -> bool {
+    let Mode::Learn(m) = &p.mode else { return false };
+    m.table().put(value.into(), server, at);
+    true
 }
 
 fn unix_now() -> u64 {

@@ -45,9 +45,24 @@ pub struct Shared {
     /// Set once a binary upgrade's new process serves: the workers stop accepting and
     /// give their idle connections to it (`floor::handover`).
     pub handover: std::sync::OnceLock<crate::floor::handover::Handover>,
+    /// This node's membership in `[cluster]`, set once at start when configured.
+    pub cluster: std::sync::OnceLock<Arc<cluster::Cluster>>,
 }
 
 impl Shared {
+    /// Shares a `STICKY_IP` decision this node just made (a new or changed entry) with the
+    /// cluster, by names every node can resolve; nothing without `[cluster]`.
+    pub fn share_sticky_ip(&self, listener: usize, client: std::net::IpAddr, server: u64) {
+        let Some(node) = self.cluster.get() else { return };
+        let snap = self.snapshot.load();
+        let (Some(l), Some(g)) = (snap.config.listeners.get(listener), snap.group_of(server)) else { return };
+        let group = &snap.groups[g];
+        let Some(s) = group.servers.iter().find(|s| s.id == server) else { return };
+        let (listener, group, server) = (l.name.clone(), group.name.clone(), s.name.clone());
+        let entry = cluster::StickyIp { listener, client, group, server };
+        node.publish_sticky_ip(&entry, snap.config.timeouts.sticky_ip);
+    }
+
     /// Rebuilds the current snapshot from its own config (generation + 1): servers that
     /// finished leaving drop out. Rules and everything else carry over.
     pub fn rebuild_snapshot(&self) {

@@ -116,6 +116,12 @@ counters! {
     AgentReports => "agent_reports",
     /// Capacity reports refused (malformed, wrong token, unknown server).
     AgentReportsRejected => "agent_reports_rejected",
+    /// Capacity reports another node of the cluster shared, applied here.
+    ClusterCapacities => "cluster_capacities",
+    /// `STICKY_IP` entries another node of the cluster shared, applied here.
+    ClusterStickyEntries => "cluster_sticky_entries",
+    /// Session cookies (persistence `learn`) another node of the cluster learned, applied here.
+    ClusterLearnedCookies => "cluster_learned_cookies",
     /// TLS connections closed: the ClientHello was malformed, not TLS, or too large.
     TlsMalformed => "tls_malformed",
     /// TLS handshakes that failed or timed out on a terminating listener.

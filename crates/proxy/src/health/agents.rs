@@ -1,12 +1,14 @@
 //! The receiving end of `cswitch agent` reports (seed 004 §3.3): a UDP socket; each valid
 //! report (right token) stores the capacity and the time in every server with the
 //! reported address. The control loop turns them into weights and treats a server whose
-//! last report is older than `silent_after` as capacity 0.
+//! last report is older than `silent_after` as capacity 0. In a cluster, an accepted
+//! report is also published to the other nodes.
 
 use crate::floor::live::now_ms;
 use crate::floor::shared::Shared;
 use crate::floor::stats::Counter;
 use agent::wire::{token_matches, Report};
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::net::UdpSocket;
@@ -43,16 +45,25 @@ fn accept(shared: &Shared, datagram: &[u8]) -> Result<(), String> {
             return Err("wrong or missing token".into());
         }
     }
-    let now = now_ms().max(1);
+    if !apply(shared, report.server, report.capacity, now_ms().max(1)) {
+        return Err(format!("no server has address {}", report.server));
+    }
+    // Every other node of the cluster weighs by it too (`health::cluster`).
+    if let Some(cluster) = shared.cluster.get() {
+        cluster.publish_capacity(report.server, report.capacity);
+    }
+    Ok(())
+}
+
+/// Stores `capacity`, reported at `at_ms` (`now_ms()` clock), in every server with address
+/// `server`; false when there is none.
+pub(super) fn apply(shared: &Shared, server: SocketAddr, capacity: u32, at_ms: u64) -> bool {
+    let snap = shared.snapshot.load();
     let mut found = false;
-    for server in snap.groups.iter().flat_map(|g| g.servers.iter()).filter(|s| s.addr == report.server) {
-        server.live.capacity.store(report.capacity, Ordering::Relaxed);
-        server.live.reported_at_ms.store(now, Ordering::Relaxed);
+    for s in snap.groups.iter().flat_map(|g| g.servers.iter()).filter(|s| s.addr == server) {
+        s.live.capacity.store(capacity, Ordering::Relaxed);
+        s.live.reported_at_ms.store(at_ms, Ordering::Relaxed);
         found = true;
     }
-    if found {
-        Ok(())
-    } else {
-        Err(format!("no server has address {}", report.server))
-    }
+    found
 }

@@ -2,7 +2,8 @@
 //! schedulers use and whether sticky traffic may go there. Inputs: administrative state
 //! (config / admin API), active checks (`checker`, `probe`), passive checks on live
 //! traffic (`upstream::passive`, called by the request path), slow start, and the
-//! capacities `cswitch agent` reports (`agents`). Output: per-server atomics plus an epoch
+//! capacities `cswitch agent` reports (`agents`), directly or through another node of the
+//! cluster (`cluster`). Output: per-server atomics plus an epoch
 //! the schedulers compare to know when to rebuild (`floor::weights`, applied by
 //! `GroupRt::apply_weights`) — the data path takes no lock.
 //!
@@ -11,6 +12,7 @@
 
 mod agents;
 mod checker;
+pub mod cluster;
 pub mod probe;
 
 use crate::floor::live::now_ms;

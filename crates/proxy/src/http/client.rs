@@ -111,7 +111,17 @@ impl Client {
         id: u64,
         served: bool,
     ) -> Client {
-        Client { stream: ClientStream::Plain(stream), peer, buf: None, pins: None, state, id, served }
+        // An HTTP/1.1 connection between requests: the preface can only open a connection.
+        Client {
+            stream: ClientStream::Plain(stream),
+            peer,
+            buf: None,
+            pins: None,
+            state,
+            id,
+            served,
+            h2_preface: false,
+        }
     }
 
     /// A parked connection served again, its socket back in the runtime (`None`: it could

@@ -53,7 +53,8 @@ impl<'a> Txn<'a> {
         let group = self.outcome.group.map(|g| snap.group(g));
         if let Some(persist) = group.and_then(|g| g.persistence.as_deref()) {
             let found = &self.s.notes.persist;
-            ctx.with_persistence(OnResponse { persist, found, server: up.server, index: up.index });
+            let share = group.zip(worker.shared.cluster.get()).map(|(g, c)| (g.name.as_str(), &**c));
+            ctx.with_persistence(OnResponse { persist, found, server: up.server, index: up.index, share });
         }
         let Some(cbuf) = self.client.buf.as_mut() else { return Err(Failure::client(None)) };
         let (mut cr, mut cw) = self.client.stream.split();

@@ -258,7 +258,14 @@ pub fn remember_sticky_ip(
     target: Target,
 ) {
     if sticky == Sticky::Ip {
-        shared.sticky_ip.put(listener, ip, target.server, std::time::Instant::now());
+        let now = std::time::Instant::now();
+        // Only a new or changed entry is shared: a refresh is not worth a gossip write.
+        let known =
+            shared.cluster.get().is_some() && shared.sticky_ip.get(listener, ip, now) == Some(target.server);
+        shared.sticky_ip.put(listener, ip, target.server, now);
+        if !known {
+            shared.share_sticky_ip(listener, ip, target.server);
+        }
     }
 }
 

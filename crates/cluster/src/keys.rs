@@ -1,0 +1,130 @@
+//! The keys each node publishes in its gossip state, and their values' text (a leaf):
+//!
+//! - `digest`: its config digest (`digest.rs`);
+//! - `beat`: its wall clock (ms since the epoch) at its last tick — a capacity's age is
+//!   measured against it, on the origin's own clock, so nodes' clocks need not agree;
+//! - `cap/<server IP:port>`: `<capacity> <wall ms>`, the last report an agent sent it;
+//! - `sip/<listener>/<client IP>`: `<group>/<server> <wall ms>`, a `STICKY_IP` decision
+//!   (names, not this node's internal ids, so every node can resolve them); deleted by its
+//!   origin when its lifetime ends;
+//! - `lck/<group>\t<cookie value>`: `<server> <wall ms>`, a session cookie a server set
+//!   (persistence `learn`); a tab because neither names nor cookie values hold one.
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub(crate) const DIGEST: &str = "digest";
+pub(crate) const BEAT: &str = "beat";
+pub(crate) const CAP_PREFIX: &str = "cap/";
+pub(crate) const STICKY_PREFIX: &str = "sip/";
+pub(crate) const LEARNED_PREFIX: &str = "lck/";
+
+/// Milliseconds since the epoch (0 if the clock is before it).
+pub(crate) fn wall_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0))
+}
+
+pub(crate) fn cap_key(server: SocketAddr) -> String {
+    format!("{CAP_PREFIX}{server}")
+}
+
+pub(crate) fn cap_value(capacity: u32, at_ms: u64) -> String {
+    format!("{capacity} {at_ms}")
+}
+
+/// A `cap/…` entry: the server, its capacity, and when the origin received it.
+pub(crate) fn parse_cap(key: &str, value: &str) -> Option<(SocketAddr, u32, u64)> {
+    let server = key.strip_prefix(CAP_PREFIX)?.parse().ok()?;
+    let (capacity, at) = value.split_once(' ')?;
+    Some((server, capacity.parse().ok()?, at.parse().ok()?))
+}
+
+/// A `STICKY_IP` decision as the cluster shares it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StickyIp {
+    /// The listener's name.
+    pub listener: String,
+    /// The client address pinned.
+    pub client: IpAddr,
+    /// The group's name.
+    pub group: String,
+    /// The server's name in that group.
+    pub server: String,
+}
+
+pub(crate) fn sticky_key(listener: &str, client: IpAddr) -> String {
+    format!("{STICKY_PREFIX}{listener}/{client}")
+}
+
+pub(crate) fn sticky_value(group: &str, server: &str, at_ms: u64) -> String {
+    format!("{group}/{server} {at_ms}")
+}
+
+/// A `sip/…` entry and when its origin decided it. Split from the right: an IP, a server
+/// name (letters, digits, `-_.`) and a number hold no `/` or space, whatever the listener's
+/// and group's names hold.
+pub(crate) fn parse_sticky(key: &str, value: &str) -> Option<(StickyIp, u64)> {
+    let (listener, client) = key.strip_prefix(STICKY_PREFIX)?.rsplit_once('/')?;
+    let (target, at) = value.rsplit_once(' ')?;
+    let (group, server) = target.rsplit_once('/')?;
+    let entry = StickyIp {
+        listener: listener.to_string(),
+        client: client.parse().ok()?,
+        group: group.to_string(),
+        server: server.to_string(),
+    };
+    Some((entry, at.parse().ok()?))
+}
+
+/// A session cookie value a server set, learned by a group with persistence `learn`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LearnedCookie {
+    /// The group's name.
+    pub group: String,
+    /// The cookie's value.
+    pub value: String,
+    /// The name of the server that set it.
+    pub server: String,
+}
+
+pub(crate) fn learned_key(group: &str, value: &str) -> String {
+    format!("{LEARNED_PREFIX}{group}\t{value}")
+}
+
+/// A `lck/…` entry and when its origin learned it.
+pub(crate) fn parse_learned(key: &str, value: &str) -> Option<(LearnedCookie, u64)> {
+    let (group, cookie) = key.strip_prefix(LEARNED_PREFIX)?.split_once('\t')?;
+    let (server, at) = value.rsplit_once(' ')?;
+    let entry = LearnedCookie { group: group.into(), value: cookie.into(), server: server.into() };
+    Some((entry, at.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_capacity_round_trips() {
+        let server: SocketAddr = "[::1]:9001".parse().unwrap_or_else(|e| panic!("{e}"));
+        let (k, v) = (cap_key(server), cap_value(70, 1_700_000_000_123));
+        assert_eq!(parse_cap(&k, &v), Some((server, 70, 1_700_000_000_123)));
+        assert_eq!(parse_cap("beat", &v), None);
+        assert_eq!(parse_cap(&k, "70"), None);
+    }
+
+    #[test]
+    fn a_sticky_entry_round_trips() {
+        let client: IpAddr = "2001:db8::7".parse().unwrap_or_else(|e| panic!("{e}"));
+        let (k, v) = (sticky_key("web", client), sticky_value("shop", "s2", 5));
+        let entry = StickyIp { listener: "web".into(), client, group: "shop".into(), server: "s2".into() };
+        assert_eq!(parse_sticky(&k, &v), Some((entry, 5)));
+        assert_eq!(parse_sticky(&k, "shop 5"), None);
+    }
+
+    #[test]
+    fn a_learned_cookie_round_trips() {
+        let (k, v) = (learned_key("web", "a/b=c"), "s1 9".to_string());
+        let entry = LearnedCookie { group: "web".into(), value: "a/b=c".into(), server: "s1".into() };
+        assert_eq!(parse_learned(&k, &v), Some((entry, 9)));
+    }
+}

@@ -1,0 +1,94 @@
+//! Many cswitch nodes as one (issue 13): membership, liveness and shared state by gossip.
+//!
+//! Owns this node's membership in `[cluster]`: it runs chitchat (Scuttlebutt dissemination,
+//! phi-accrual failure detection; ADR 0011 says why this library) over a UDP transport that
+//! authenticates every datagram with the cluster key, publishes what this node knows that
+//! others need (its config digest, the capacities its agents report), and hands what other
+//! nodes publish to the switch through one callback. The switch and the admin API use only
+//! [`Cluster`] and [`View`]; nothing here knows the data plane.
+//!
+//! Layout: `node` (the thread, the tick: publish, observe, apply), `auth` (the sealed UDP
+//! transport), `keys` (the gossip keys and their text; a leaf), `digest` (what a config
+//! digest covers), `view` (what operators see), `stats` (the transport's counters).
+//!
+//! Shared now: membership and liveness, config digests, agents' capacities, `STICKY_IP`
+//! entries, learned session cookies. Not yet: TLS session IDs, learned scheduler tables,
+//! admission counts.
+
+mod auth;
+mod digest;
+mod keys;
+mod node;
+mod stats;
+mod view;
+
+pub use digest::config_digest;
+pub use keys::{LearnedCookie, StickyIp};
+pub use node::Remote;
+pub use stats::Counts;
+pub use view::{NodeView, View};
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use tokio::sync::oneshot;
+
+/// This node's running membership. Stops (leaves gossip) on [`Cluster::stop`] or drop.
+pub struct Cluster {
+    inner: Arc<node::Inner>,
+    stop: Mutex<Option<oneshot::Sender<()>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Cluster {
+    /// Binds the gossip socket and joins through `cfg.seeds`. `digest` is this node's
+    /// [`config_digest`]; `remote` gets what other nodes share.
+    pub fn start(cfg: &config::Cluster, digest: String, remote: Box<dyn Remote>) -> std::io::Result<Cluster> {
+        let (inner, stop, thread) = node::spawn(cfg, digest, remote)?;
+        tracing::info!(node = %cfg.node, gossip = %cfg.bind, seeds = cfg.seeds.len(), "joined cluster gossip");
+        Ok(Cluster { inner, stop: Mutex::new(Some(stop)), thread: Mutex::new(Some(thread)) })
+    }
+
+    /// Shares an agent's report with every node (at the next tick, within 100 ms).
+    pub fn publish_capacity(&self, server: SocketAddr, capacity: u32) {
+        self.inner.publish_capacity(server, capacity);
+    }
+
+    /// Shares a `STICKY_IP` decision with every node; its origin (this node) withdraws it
+    /// after `lifetime` (the listener's `timeouts.sticky_ip`).
+    pub fn publish_sticky_ip(&self, entry: &StickyIp, lifetime: std::time::Duration) {
+        self.inner.publish_sticky_ip(entry, lifetime);
+    }
+
+    /// Shares a session cookie a server set (persistence `learn`); withdrawn after
+    /// `lifetime` (the group's learn `timeout`).
+    pub fn publish_learned_cookie(&self, entry: &LearnedCookie, lifetime: std::time::Duration) {
+        self.inner.publish_learned(entry, lifetime);
+    }
+
+    /// Shares a new config digest (after a reload).
+    pub fn publish_digest(&self, digest: String) {
+        self.inner.publish_digest(digest);
+    }
+
+    /// The cluster as this node sees it now (refreshed every tick).
+    pub fn view(&self) -> Arc<View> {
+        self.inner.view()
+    }
+
+    /// Leaves gossip and waits for the thread; other nodes then see this one die.
+    pub fn stop(&self) {
+        if let Some(stop) = self.stop.lock().ok().and_then(|mut s| s.take()) {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.lock().ok().and_then(|mut t| t.take()) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,317 @@
+//! The running member: chitchat on its own thread and single-threaded runtime (away from
+//! the workers), and a tick that publishes this node's state (config digest, beat, the
+//! capacities its agents reported), hands fresh capacities from other nodes to the switch,
+//! and refreshes the operator's [`View`].
+
+use crate::auth::SealedUdp;
+use crate::keys::{self, wall_ms, LearnedCookie, StickyIp};
+use crate::stats::Stats;
+use crate::view::{NodeView, View};
+use arc_swap::ArcSwap;
+use chitchat::{spawn_chitchat, Chitchat, ChitchatConfig, ChitchatId, FailureDetectorConfig, NodeState};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// What the switch does with what other nodes share. Each call carries the entry's age at
+/// its origin (measured on the origin's clock), so lifetimes count from the origin's event.
+pub trait Remote: Send + Sync {
+    /// An agent reported `capacity` for `server` to another node.
+    fn capacity(&self, server: SocketAddr, capacity: u32, age: Duration);
+    /// Another node pinned a client to a server (`STICKY_IP`).
+    fn sticky_ip(&self, entry: &StickyIp, age: Duration);
+    /// A server behind another node set a session cookie its group learns.
+    fn learned_cookie(&self, entry: &LearnedCookie, age: Duration);
+}
+
+/// Phi accrual's threshold. chitchat computes phi as silence / mean interval between
+/// heartbeat news of a node, and news of each node arrives more often than once per gossip
+/// interval (every exchange carries it), so at 100 ms a dead node is declared after ~0.7 to
+/// 1.6 s (measured ~0.7 s with three nodes): inside seed 004's 2 s, with room for a busy
+/// host's pauses before a live node is wrongly declared dead.
+const PHI_THRESHOLD: f64 = 16.0;
+
+/// What this node will publish at its next tick.
+#[derive(Default)]
+struct Pending {
+    digest: Option<String>,
+    capacities: HashMap<SocketAddr, (u32, u64)>,
+    /// Sticky entries and learned cookies by key: (value, wall ms when the origin should
+    /// delete it).
+    sticky: HashMap<String, (String, u64)>,
+}
+
+/// State shared by the handle and the tick.
+pub(crate) struct Inner {
+    pending: Mutex<Pending>,
+    view: ArcSwap<View>,
+    pub(crate) stats: Arc<Stats>,
+}
+
+impl Inner {
+    pub(crate) fn publish_capacity(&self, server: SocketAddr, capacity: u32) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.capacities.insert(server, (capacity, wall_ms()));
+        }
+    }
+
+    pub(crate) fn publish_sticky_ip(&self, entry: &StickyIp, lifetime: Duration) {
+        let now = wall_ms();
+        let key = keys::sticky_key(&entry.listener, entry.client);
+        let value = keys::sticky_value(&entry.group, &entry.server, now);
+        let ends = now.saturating_add(u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX));
+        if let Ok(mut p) = self.pending.lock() {
+            p.sticky.insert(key, (value, ends));
+        }
+    }
+
+    pub(crate) fn publish_learned(&self, entry: &LearnedCookie, lifetime: Duration) {
+        let now = wall_ms();
+        let key = keys::learned_key(&entry.group, &entry.value);
+        let value = format!("{} {now}", entry.server);
+        let ends = now.saturating_add(u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX));
+        if let Ok(mut p) = self.pending.lock() {
+            // Withdrawn like sticky entries: one table of expiries for both.
+            p.sticky.insert(key, (value, ends));
+        }
+    }
+
+    pub(crate) fn publish_digest(&self, digest: String) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.digest = Some(digest);
+        }
+    }
+
+    pub(crate) fn view(&self) -> Arc<View> {
+        self.view.load_full()
+    }
+}
+
+/// Starts chitchat on a new thread; returns once the gossip socket is bound (or failed).
+pub(crate) fn spawn(
+    cfg: &config::Cluster,
+    digest: String,
+    remote: Box<dyn Remote>,
+) -> std::io::Result<(Arc<Inner>, oneshot::Sender<()>, std::thread::JoinHandle<()>)> {
+    let stats = Arc::new(Stats::default());
+    let view = View { node: cfg.node.clone(), config_digest: digest.clone(), ..View::default() };
+    let inner = Arc::new(Inner {
+        pending: Mutex::new(Pending { digest: Some(digest), ..Pending::default() }),
+        view: ArcSwap::from_pointee(view),
+        stats: Arc::clone(&stats),
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let transport = SealedUdp::new(cfg.key.as_deref(), stats);
+    let handle = runtime
+        .block_on(spawn_chitchat(chitchat_config(cfg), Vec::new(), &transport))
+        .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+    let (stop, stopped) = oneshot::channel();
+    let tick = cfg.gossip_interval.min(Duration::from_millis(100));
+    let shared = Arc::clone(&inner);
+    let thread = std::thread::Builder::new().name("cswitch-cluster".into()).spawn(move || {
+        runtime.block_on(async move {
+            drive(&handle, &shared, remote.as_ref(), tick, stopped).await;
+            if let Err(e) = handle.shutdown().await {
+                tracing::debug!(error = %e, "gossip stopped with an error");
+            }
+        })
+    })?;
+    Ok((inner, stop, thread))
+}
+
+fn chitchat_config(cfg: &config::Cluster) -> ChitchatConfig {
+    let failure_detector_config = FailureDetectorConfig {
+        phi_threshold: PHI_THRESHOLD,
+        initial_interval: cfg.gossip_interval,
+        // A dead node stays listed (as dead) this long, then is forgotten.
+        dead_node_grace_period: Duration::from_secs(3600),
+        ..FailureDetectorConfig::default()
+    };
+    ChitchatConfig {
+        chitchat_id: ChitchatId::new(cfg.node.clone(), wall_ms(), cfg.bind),
+        cluster_id: "cswitch".into(),
+        gossip_interval: cfg.gossip_interval,
+        listen_addr: cfg.bind,
+        seed_nodes: cfg.seeds.iter().map(ToString::to_string).collect(),
+        failure_detector_config,
+        // Deleted entries (expired sticky ones) leave tombstones this long; a peer away for
+        // longer is sent the whole state again.
+        marked_for_deletion_grace_period: Duration::from_secs(120),
+        catchup_callback: None,
+        extra_liveness_predicate: None,
+    }
+}
+
+/// Ticks until `stopped` fires.
+async fn drive(
+    handle: &chitchat::ChitchatHandle,
+    inner: &Inner,
+    remote: &dyn Remote,
+    tick: Duration,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let mut seen = Seen::default();
+    let mut expiries: HashMap<String, u64> = HashMap::new();
+    let mut interval = tokio::time::interval(tick);
+    loop {
+        tokio::select! {
+            _ = &mut stopped => return,
+            _ = interval.tick() => {}
+        }
+        let chitchat = handle.chitchat();
+        let mut c = chitchat.lock().await;
+        publish(&mut c, inner, &mut expiries);
+        let view = observe(&c, &mut seen, remote, inner);
+        drop(c);
+        inner.view.store(Arc::new(view));
+    }
+}
+
+/// Writes what is pending, and the beat, into this node's gossip state, and deletes the
+/// sticky entries whose lifetime ended (`expiries`: key → wall ms).
+fn publish(c: &mut Chitchat, inner: &Inner, expiries: &mut HashMap<String, u64>) {
+    let pending = inner.pending.lock().map(|mut p| std::mem::take(&mut *p)).unwrap_or_default();
+    let state = c.self_node_state();
+    let now = wall_ms();
+    for (key, (value, ends)) in pending.sticky {
+        state.set(&key, value);
+        expiries.insert(key, ends);
+    }
+    expiries.retain(|key, ends| {
+        let live = *ends > now;
+        if !live {
+            state.delete(key);
+        }
+        live
+    });
+    if let Some(digest) = pending.digest {
+        state.set(keys::DIGEST, digest);
+    }
+    for (server, (capacity, at)) in pending.capacities {
+        state.set(keys::cap_key(server), keys::cap_value(capacity, at));
+    }
+    state.set(keys::BEAT, wall_ms());
+}
+
+/// What this node has already taken from each other node.
+#[derive(Default)]
+struct Seen {
+    nodes: HashMap<ChitchatId, NodeSeen>,
+    /// Each other node's liveness at the last tick, to log its changes.
+    live: HashMap<ChitchatId, bool>,
+}
+
+impl Seen {
+    /// Logs a node joining, dying or coming back (once per change).
+    fn note_liveness(&mut self, id: &ChitchatId, live: bool) {
+        let before = self.live.insert(id.clone(), live);
+        match (before, live) {
+            (None | Some(false), true) => {
+                tracing::info!(node = %id.node_id, gossip = %id.gossip_advertise_addr, "cluster node live")
+            }
+            (Some(true), false) => {
+                tracing::warn!(node = %id.node_id, gossip = %id.gossip_advertise_addr, "cluster node dead")
+            }
+            _ => {}
+        }
+    }
+}
+
+struct NodeSeen {
+    beat_version: u64,
+    advanced_at: Instant,
+    /// The version of each shared entry last handed to the switch.
+    versions: HashMap<String, u64>,
+}
+
+impl NodeSeen {
+    /// Whether `key` at `version` has not been handed over yet (and notes it as handed).
+    fn is_new(&mut self, key: &str, version: u64) -> bool {
+        let last = self.versions.entry(key.to_string()).or_insert(0);
+        let new = version > *last;
+        *last = (*last).max(version);
+        new
+    }
+}
+
+/// Hands new capacities of live nodes to the switch and builds the view.
+fn observe(c: &Chitchat, seen: &mut Seen, remote: &dyn Remote, inner: &Inner) -> View {
+    let me = c.self_chitchat_id().clone();
+    let live: Vec<&ChitchatId> = c.live_nodes().collect();
+    let my_digest = c.node_state(&me).and_then(|s| s.get(keys::DIGEST)).unwrap_or_default().to_string();
+    let mut nodes = Vec::new();
+    for (id, state) in c.node_states() {
+        let is_self = *id == me;
+        let is_live = is_self || live.contains(&id);
+        if !is_self {
+            seen.note_liveness(id, is_live);
+        }
+        let lag_ms = if is_self { None } else { track(seen, id, state, is_live, remote) };
+        let digest = state.get(keys::DIGEST).map(str::to_string);
+        nodes.push(NodeView {
+            name: id.node_id.to_string(),
+            gossip: id.gossip_advertise_addr,
+            generation: id.generation_id,
+            is_self,
+            live: is_live,
+            drift: digest.as_deref().is_some_and(|d| d != my_digest),
+            config_digest: digest,
+            lag_ms,
+            capacities: state.iter_prefix(keys::CAP_PREFIX).count(),
+            sticky_ip: state.iter_prefix(keys::STICKY_PREFIX).count(),
+            learned_cookies: state.iter_prefix(keys::LEARNED_PREFIX).count(),
+        });
+    }
+    seen.nodes.retain(|id, _| c.node_state(id).is_some());
+    seen.live.retain(|id, _| c.node_state(id).is_some());
+    nodes.sort_by(|a, b| (&a.name, a.generation).cmp(&(&b.name, b.generation)));
+    View { node: me.node_id.to_string(), config_digest: my_digest, nodes, gossip: inner.stats.counts() }
+}
+
+/// Applies a remote node's new capacities (when it is live); returns its lag.
+fn track(
+    seen: &mut Seen,
+    id: &ChitchatId,
+    state: &NodeState,
+    live: bool,
+    remote: &dyn Remote,
+) -> Option<u64> {
+    let beat = state.get_versioned(keys::BEAT)?;
+    let entry = seen.nodes.entry(id.clone()).or_insert_with(|| NodeSeen {
+        beat_version: 0,
+        advanced_at: Instant::now(),
+        versions: HashMap::new(),
+    });
+    if beat.version > entry.beat_version {
+        entry.beat_version = beat.version;
+        entry.advanced_at = Instant::now();
+    }
+    if live {
+        let origin_now: u64 = beat.value.parse().unwrap_or(0);
+        let age = |at: u64| Duration::from_millis(origin_now.saturating_sub(at));
+        for (key, value) in state.iter_prefix(keys::CAP_PREFIX) {
+            if entry.is_new(key, value.version) {
+                if let Some((server, capacity, at)) = keys::parse_cap(key, &value.value) {
+                    remote.capacity(server, capacity, age(at));
+                }
+            }
+        }
+        for (key, value) in state.iter_prefix(keys::STICKY_PREFIX) {
+            if entry.is_new(key, value.version) {
+                if let Some((sticky, at)) = keys::parse_sticky(key, &value.value) {
+                    remote.sticky_ip(&sticky, age(at));
+                }
+            }
+        }
+        for (key, value) in state.iter_prefix(keys::LEARNED_PREFIX) {
+            if entry.is_new(key, value.version) {
+                if let Some((cookie, at)) = keys::parse_learned(key, &value.value) {
+                    remote.learned_cookie(&cookie, age(at));
+                }
+            }
+        }
+    }
+    Some(u64::try_from(entry.advanced_at.elapsed().as_millis()).unwrap_or(u64::MAX))
+}

@@ -1,0 +1,47 @@
+//! What an operator sees of the cluster (`GET /api/cluster`, `cswitch ctl cluster`): every
+//! node this one knows, live or dead, with the config digest it runs and how fresh its
+//! state is here.
+
+use crate::stats::Counts;
+use std::net::SocketAddr;
+
+/// The cluster as this node sees it.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct View {
+    /// This node's name.
+    pub node: String,
+    /// This node's config digest.
+    pub config_digest: String,
+    /// Every known node, this one included, by name.
+    pub nodes: Vec<NodeView>,
+    /// The gossip transport's counters.
+    pub gossip: Counts,
+}
+
+/// One node.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct NodeView {
+    /// Its `[cluster] node`.
+    pub name: String,
+    /// Its gossip address.
+    pub gossip: SocketAddr,
+    /// When it started (ms since the epoch): a restarted node comes back as a new generation.
+    pub generation: u64,
+    /// Whether this is the node answering.
+    pub is_self: bool,
+    /// Alive by the failure detector (always true for this node).
+    pub live: bool,
+    /// The config digest it published (`None` until its state has arrived).
+    pub config_digest: Option<String>,
+    /// Whether its digest differs from this node's.
+    pub drift: bool,
+    /// Milliseconds since its state last advanced here: its replication lag plus up to one
+    /// tick (`None` for this node, or before anything arrived).
+    pub lag_ms: Option<u64>,
+    /// How many servers' capacities it shares (agents report to it).
+    pub capacities: usize,
+    /// How many `STICKY_IP` entries it shares (decided there, not yet expired).
+    pub sticky_ip: usize,
+    /// How many learned session cookies it shares.
+    pub learned_cookies: usize,
+}

@@ -1,0 +1,98 @@
+//! `[cluster]`: values, defaults, and the refusals that name file:line:col and the fix.
+#![allow(clippy::unwrap_used)] // in tests a panic is the failure report
+
+use cswitch_config::{parse, Cluster, Config, Diagnostic, Diagnostics};
+use std::path::Path;
+use std::time::Duration;
+
+const BASE: &str = r#"[[listener]]
+name = "web"
+bind = "127.0.0.1:8080"
+default_group = "web"
+[[group]]
+name = "web"
+servers = [{ name = "s1", addr = "127.0.0.1:9001" }]
+"#;
+
+fn config(text: &str) -> Config {
+    parse(&format!("{BASE}{text}"), Path::new("/etc/cswitch/c.toml")).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The only diagnostic; `text` starts on line 8.
+fn one(text: &str) -> Diagnostic {
+    match parse(&format!("{BASE}{text}"), Path::new("/etc/cswitch/c.toml")) {
+        Ok(c) => panic!("accepted: {c:?}"),
+        Err(Diagnostics(mut d)) => {
+            assert_eq!(d.len(), 1, "{}", Diagnostics(d.clone()));
+            d.remove(0)
+        }
+    }
+}
+
+#[test]
+fn a_loopback_node_needs_no_key_and_gets_the_defaults() {
+    let c = config("[cluster]\nnode = \"cs1\"\nbind = \"127.0.0.2:7946\"\n");
+    let expected = Cluster {
+        node: "cs1".into(),
+        bind: "127.0.0.2:7946".parse().unwrap(),
+        seeds: vec![],
+        key: None,
+        gossip_interval: Duration::from_millis(100),
+    };
+    assert_eq!(c.cluster, Some(expected));
+    assert_eq!(config("").cluster, None);
+}
+
+#[test]
+fn every_key_is_read() {
+    let c = config(concat!(
+        "[cluster]\nnode = \"edge-1.a\"\nbind = \"10.0.0.1:7946\"\n",
+        "seeds = [\"10.0.0.2:7946\", \"[fd00::3]:7946\"]\nkey = \"0123456789abcdef0123\"\n",
+        "gossip_interval = \"250ms\"\n"
+    ))
+    .cluster
+    .unwrap();
+    assert_eq!(c.node, "edge-1.a");
+    assert_eq!(c.seeds, vec!["10.0.0.2:7946".parse().unwrap(), "[fd00::3]:7946".parse().unwrap()]);
+    assert_eq!(c.key.as_deref(), Some("0123456789abcdef0123"));
+    assert_eq!(c.gossip_interval, Duration::from_millis(250));
+}
+
+#[test]
+fn gossip_off_loopback_without_a_key_is_refused_at_the_bind() {
+    let d = one("[cluster]\nnode = \"cs1\"\nbind = \"10.0.0.1:7946\"\n");
+    assert_eq!((d.line, d.col, d.key.as_str()), (10, 8, "cluster.bind"));
+    assert!(d.message.contains("reachable from other hosts but has no key"), "{}", d.message);
+    assert!(d.hint.as_deref().unwrap_or("").contains("key_file"), "{:?}", d.hint);
+}
+
+#[test]
+fn the_key_may_come_from_a_file() {
+    let file = std::env::temp_dir().join(format!("cswitch-cluster-key-{}", std::process::id()));
+    std::fs::write(&file, "fedcba9876543210fedc\n").unwrap();
+    let text =
+        format!("[cluster]\nnode = \"a\"\nbind = \"10.0.0.1:7946\"\nkey_file = \"{}\"\n", file.display());
+    assert_eq!(config(&text).cluster.unwrap().key.as_deref(), Some("fedcba9876543210fedc"));
+    let both = format!("{text}key = \"fedcba9876543210fedc\"\n");
+    assert!(one(&both).message.contains("both `key` and `key_file`"), "{}", one(&both).message);
+    let _ = std::fs::remove_file(file);
+    let d = one("[cluster]\nnode = \"a\"\nbind = \"127.0.0.1:7946\"\nkey = \"short\"\n");
+    assert!(d.message.contains("the key for cluster gossip is 5 characters"), "{}", d.message);
+}
+
+#[test]
+fn bad_names_binds_and_seeds_say_how_to_fix_them() {
+    let d = one("[cluster]\nnode = \"cs 1\"\nbind = \"127.0.0.1:7946\"\n");
+    assert_eq!((d.line, d.key.as_str()), (9, "cluster.node"));
+    assert!(d.hint.unwrap().contains("letters, digits"));
+    let d = one("[cluster]\nnode = \"a\"\nbind = \"0.0.0.0:7946\"\nkey = \"0123456789abcdef0123\"\n");
+    assert!(d.message.contains("not an address peers can send to"), "{}", d.message);
+    let d = one("[cluster]\nnode = \"a\"\nbind = \"127.0.0.1:0\"\n");
+    assert!(d.message.contains("port 0"), "{}", d.message);
+    let d = one("[cluster]\nnode = \"a\"\nbind = \"127.0.0.1:7946\"\nseeds = [\"cs2:7946\"]\n");
+    assert_eq!((d.line, d.col, d.key.as_str()), (11, 9, "cluster.seeds"));
+    let d = one("[cluster]\nbind = \"127.0.0.1:7946\"\n");
+    assert!(d.message.contains("node"), "{}", d.message);
+    let d = one("[cluster]\nnode = \"a\"\nbind = \"127.0.0.1:7946\"\ntoken = \"0123456789abcdef0123\"\n");
+    assert!(d.message.contains("token"), "{}", d.message);
+}

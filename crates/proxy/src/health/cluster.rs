@@ -1,0 +1,80 @@
+//! The switch's side of `[cluster]`: joins gossip at start, and takes what other nodes
+//! share as if it had happened here — an agent's capacity report, a `STICKY_IP` decision, a
+//! session cookie a server set —
+//! dated by its age at the origin, so `silent_after` and `timeouts.sticky_ip` count from
+//! the event, not from its arrival here. (What this node shares is published where it
+//! happens: `agents` for reports, `Shared::share_sticky_ip` for decisions.)
+
+use crate::floor::live::now_ms;
+use crate::floor::shared::Shared;
+use cluster::{LearnedCookie, StickyIp};
+use std::net::SocketAddr;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+/// Starts this node's membership when the config has `[cluster]`.
+pub fn join(shared: &Arc<Shared>) -> std::io::Result<()> {
+    let snap = shared.snapshot.load();
+    let Some(cfg) = &snap.config.cluster else { return Ok(()) };
+    // Weak: the gossip thread must not keep the switch alive after it stops.
+    let remote = Box::new(Apply(Arc::downgrade(shared)));
+    let digest = cluster::config_digest(&snap.config);
+    // Its errors name `[cluster]` and the address already.
+    let node = cluster::Cluster::start(cfg, digest, remote)?;
+    let _ = shared.cluster.set(Arc::new(node));
+    Ok(())
+}
+
+/// Shares the new config's digest after a reload.
+pub fn config_changed(shared: &Shared, config: &config::Config) {
+    if let Some(node) = shared.cluster.get() {
+        node.publish_digest(cluster::config_digest(config));
+    }
+}
+
+/// Leaves gossip (at shutdown): the other nodes see this one dead within ~1 s.
+pub fn leave(shared: &Shared) {
+    if let Some(node) = shared.cluster.get() {
+        node.stop();
+    }
+}
+
+/// Applies what other nodes share to this switch's tables.
+struct Apply(Weak<Shared>);
+
+impl cluster::Remote for Apply {
+    fn capacity(&self, server: SocketAddr, capacity: u32, age: Duration) {
+        let Some(shared) = self.0.upgrade() else { return };
+        let age_ms = u64::try_from(age.as_millis()).unwrap_or(u64::MAX);
+        let at = now_ms().saturating_sub(age_ms).max(1);
+        if super::agents::apply(&shared, server, capacity, at) {
+            shared.stats.inc(crate::Counter::ClusterCapacities);
+        }
+    }
+
+    fn sticky_ip(&self, entry: &StickyIp, age: Duration) {
+        let Some(shared) = self.0.upgrade() else { return };
+        let snap = shared.snapshot.load();
+        let listener = snap.config.listeners.iter().position(|l| l.name == entry.listener);
+        let group = snap.groups.iter().find(|g| g.name == entry.group);
+        let server = group.and_then(|g| g.servers.iter().find(|s| s.name == entry.server));
+        // A node whose config lacks the listener or server ignores the entry (its digest
+        // differs: `ctl cluster` shows the drift).
+        let (Some(listener), Some(server)) = (listener, server) else { return };
+        let decided = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
+        shared.sticky_ip.put(listener, entry.client, server.id, decided);
+        shared.stats.inc(crate::Counter::ClusterStickyEntries);
+    }
+
+    fn learned_cookie(&self, entry: &LearnedCookie, age: Duration) {
+        let Some(shared) = self.0.upgrade() else { return };
+        let snap = shared.snapshot.load();
+        let Some(group) = snap.groups.iter().find(|g| g.name == entry.group) else { return };
+        let server = group.servers.iter().find(|s| s.name == entry.server);
+        let (Some(p), Some(server)) = (group.persistence.as_deref(), server) else { return };
+        let learned = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
+        if crate::floor::persist::learned_elsewhere(p, entry.value.as_bytes(), server.id, learned) {
+            shared.stats.inc(crate::Counter::ClusterLearnedCookies);
+        }
+    }
+}
