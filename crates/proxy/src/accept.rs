@@ -47,7 +47,7 @@ pub fn run(
         }
         tokio::task::spawn_local(housekeeping(Rc::clone(&worker)));
         tokio::task::spawn_local(resume_parked(Rc::clone(&worker)));
-        tokio::task::spawn_local(crate::upgrade::adopt_loop(Rc::clone(&worker), adopted));
+        tokio::task::spawn_local(crate::upgrade::adopt_loop(Rc::clone(&worker), adopted, spawn_http));
         wait_for_shutdown(&worker).await;
         access_log::flush();
     });

@@ -72,15 +72,19 @@ pub(crate) fn hand_over(worker: &Worker) {
     }
 }
 
+/// How the roof serves an HTTP connection (`accept::spawn_http`), passed in so this area
+/// does not import the roof.
+pub(crate) type SpawnHttp = fn(&Worker, Open, Client, Slot);
+
 /// Serves the connections the old process hands this worker, each as a keep-alive
 /// connection between two requests.
-pub(crate) async fn adopt_loop(worker: Rc<Worker>, mut adopted: UnboundedReceiver<Moving>) {
+pub(crate) async fn adopt_loop(worker: Rc<Worker>, mut adopted: UnboundedReceiver<Moving>, spawn: SpawnHttp) {
     while let Some(conn) = adopted.recv().await {
-        adopt(&worker, conn);
+        adopt(&worker, conn, spawn);
     }
 }
 
-fn adopt(worker: &Rc<Worker>, conn: Moving) {
+fn adopt(worker: &Rc<Worker>, conn: Moving, spawn: SpawnHttp) {
     let snap = worker.shared.snapshot.load();
     let Some(index) = snap.listeners.iter().position(|l| l.name == conn.listener) else {
         tracing::warn!(listener = conn.listener, peer = %conn.peer, "moved connection's listener is gone; closed");
@@ -104,5 +108,5 @@ fn adopt(worker: &Rc<Worker>, conn: Moving) {
     let open = Open::new(Rc::clone(worker), index);
     let state: Slot = Rc::new(Watch::with(ConnState::Idle));
     let client = Client::adopted(stream, conn.peer, Rc::clone(&state), worker.client_id(), conn.served);
-    crate::accept::spawn_http(worker, open, client, state);
+    spawn(worker, open, client, state);
 }
