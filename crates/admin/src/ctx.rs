@@ -19,16 +19,24 @@ pub(crate) struct Ctx {
     /// The token when the listener started (see `auth::required_token`).
     token_at_start: Option<String>,
     bound: SocketAddr,
+    /// What `POST /api/upgrade` runs.
+    pub(crate) upgrade: Option<crate::UpgradeHook>,
 }
 
 impl Ctx {
-    pub(crate) fn new(switch: Arc<Switch>, token: Option<String>, bound: SocketAddr) -> Ctx {
+    pub(crate) fn new(
+        switch: Arc<Switch>,
+        token: Option<String>,
+        bound: SocketAddr,
+        upgrade: Option<crate::UpgradeHook>,
+    ) -> Ctx {
         Ctx {
             switch,
             edits: Mutex::new(()),
             history: std::sync::Mutex::new(History::default()),
             token_at_start: token,
             bound,
+            upgrade,
         }
     }
 

@@ -33,17 +33,86 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use tokio::sync::oneshot;
 
+/// What `POST /api/upgrade` runs (the binary owns binary upgrades): blocks until the new
+/// process serves and the old one is drained, then answers with what happened.
+pub type UpgradeHook = Arc<dyn Fn() -> Result<serde_json::Value, UpgradeRefused> + Send + Sync>;
+
+/// Why an upgrade changed nothing, with the status the API answers.
+#[derive(Debug)]
+pub struct UpgradeRefused {
+    /// 409 (one already running), 500 (the new process failed), ...
+    pub status: u16,
+    /// Why, for the operator.
+    pub reason: String,
+}
+
+/// How [`start_with`] starts the listener.
+#[derive(Default)]
+pub struct Options {
+    /// A listening socket to serve on instead of binding `[admin] bind` (a binary upgrade
+    /// takes over the old process's).
+    pub listener: Option<std::net::TcpListener>,
+    /// What `POST /api/upgrade` runs (`None`: it answers 501).
+    pub upgrade: Option<UpgradeHook>,
+}
+
 /// The running admin listener. Dropping it stops the listener (as [`AdminHandle::stop`]).
 pub struct AdminHandle {
     addr: SocketAddr,
+    /// A second descriptor of the listening socket (for a binary upgrade's new process);
+    /// closed by `stop`.
+    socket: Option<std::net::TcpListener>,
+    gate: AcceptGate,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// Stops the listener accepting while the connections it has go on (a binary upgrade:
+/// the new process accepts on the same socket from then on). Cloneable, thread-safe.
+#[derive(Clone, Default)]
+pub struct AcceptGate(Arc<(std::sync::atomic::AtomicBool, tokio::sync::Notify)>);
+
+impl AcceptGate {
+    /// No more connections are accepted.
+    pub fn close(&self) {
+        self.0 .0.store(true, std::sync::atomic::Ordering::Release);
+        self.0 .1.notify_waiters();
+    }
+
+    /// Whether it is closed.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.0 .0.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Returns once the gate is closed.
+    pub(crate) async fn closed(&self) {
+        loop {
+            let notified = self.0 .1.notified();
+            if self.0 .0.load(std::sync::atomic::Ordering::Acquire) {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 impl AdminHandle {
     /// The address the listener is bound to (the real port when the config says port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// A second descriptor of the listening socket.
+    pub fn socket(&self) -> io::Result<std::net::TcpListener> {
+        match &self.socket {
+            Some(socket) => socket.try_clone(),
+            None => Err(io::Error::other("the admin listener is stopped")),
+        }
+    }
+
+    /// What stops the accepting alone.
+    pub fn gate(&self) -> AcceptGate {
+        self.gate.clone()
     }
 
     /// Stops accepting, drops open admin connections and pending drain-then-remove tasks
@@ -55,6 +124,7 @@ impl AdminHandle {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+        self.socket = None;
     }
 }
 
@@ -68,17 +138,28 @@ impl Drop for AdminHandle {
 /// config has no `[admin]`. The bind address is read once: a reload that changes it takes
 /// effect on restart, while the token is read again on every request.
 pub fn start(switch: Arc<Switch>) -> io::Result<Option<AdminHandle>> {
+    start_with(switch, Options::default())
+}
+
+/// [`start`], with a listening socket given, or `POST /api/upgrade` wired.
+pub fn start_with(switch: Arc<Switch>, options: Options) -> io::Result<Option<AdminHandle>> {
     let Some(admin) = switch.config().admin else { return Ok(None) };
-    let listener = std::net::TcpListener::bind(admin.bind)
-        .map_err(|e| io::Error::new(e.kind(), format!("[admin] cannot bind {}: {e}", admin.bind)))?;
+    let listener = match options.listener {
+        Some(listener) => listener,
+        None => std::net::TcpListener::bind(admin.bind)
+            .map_err(|e| io::Error::new(e.kind(), format!("[admin] cannot bind {}: {e}", admin.bind)))?,
+    };
     listener.set_nonblocking(true)?;
+    let socket = listener.try_clone()?;
     let addr = listener.local_addr()?;
     // Built here, not on the thread, so a runtime that cannot start is an error to the caller.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let ctx = Arc::new(ctx::Ctx::new(switch, admin.token, addr));
+    let ctx = Arc::new(ctx::Ctx::new(switch, admin.token, addr, options.upgrade));
     let (stop, stopped) = oneshot::channel();
+    let gate = AcceptGate::default();
+    let closed = gate.clone();
     let thread = std::thread::Builder::new()
         .name("cswitch-admin".into())
-        .spawn(move || runtime.block_on(server::serve(listener, ctx, stopped)))?;
-    Ok(Some(AdminHandle { addr, stop: Some(stop), thread: Some(thread) }))
+        .spawn(move || runtime.block_on(server::serve(listener, ctx, stopped, closed)))?;
+    Ok(Some(AdminHandle { addr, socket: Some(socket), gate, stop: Some(stop), thread: Some(thread) }))
 }

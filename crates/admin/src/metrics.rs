@@ -466,11 +466,16 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
         MigrationsFailed => (migrations, migrations_help, Some(("outcome", "failed"))),
         Reloads => ("cswitch_reloads", "Config reloads and admin edits applied", None),
         ReloadsFailed => ("cswitch_reloads_failed", "Config reloads refused", None),
+        H2Connections => ("cswitch_h2_connections", "HTTP/2 client connections", None),
+        H2Streams => ("cswitch_h2_streams", "HTTP/2 streams opened by clients", None),
+        H2ConnectionErrors => {
+            ("cswitch_h2_connection_errors", "HTTP/2 client connections ended by a connection error", None)
+        }
         // The refusals (`Counter::is_refusal`): per listener, in `encode_listeners`.
         RefusedConnLimit | BadRequest | HeadTooLarge | BodyTooLarge | NotImplemented | BadVersion
         | HeadTimeout | ClientTimeout | QueueFull | QueueTimeout | NoServer | BadResponse | ServerAborted
         | ServerTimeout | RuleDenied | RuleDropped | TlsMalformed | TlsHandshakeFailed
-        | ClientAbortedBody | ClientGone => return None,
+        | ClientAbortedBody | ClientGone | H2Refused => return None,
     })
 }
 

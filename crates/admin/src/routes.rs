@@ -22,7 +22,7 @@ pub(crate) async fn handle(ctx: &Arc<Ctx>, req: &Request) -> Response {
         | ["api", "status" | "groups" | "stick-tables" | "rules" | "history" | "cluster"] => &["GET"],
         ["api", "servers"] => &["GET", "POST"],
         ["api", "servers", _, _] => &["PATCH", "DELETE"],
-        ["api", "reload" | "reopen" | "explain"] => &["POST"],
+        ["api", "reload" | "reopen" | "explain" | "upgrade"] => &["POST"],
         _ => return Response::error(404, format!("no such path: /{}", segments.join("/"))),
     };
     if !allowed.contains(&method) {
@@ -47,6 +47,7 @@ pub(crate) async fn handle(ctx: &Arc<Ctx>, req: &Request) -> Response {
         ("DELETE", ["api", "servers", group, name]) => crate::edits::delete(ctx, group, name).await,
         ("POST", ["api", "reload"]) => crate::edits::reload(ctx).await,
         ("POST", ["api", "reopen"]) => reopen(ctx),
+        ("POST", ["api", "upgrade"]) => upgrade(ctx).await,
         ("POST", ["api", "explain"]) => explain(ctx, req),
         _ => Response::error(500, "route table and handlers disagree"),
     }
@@ -80,6 +81,19 @@ fn reopen(ctx: &Ctx) -> Response {
     match ctx.switch.reopen_log("admin: POST /api/reopen") {
         Ok(()) => Response::json(200, &serde_json::json!({ "reopened": true })),
         Err(e) => Response::error(500, format!("access log not reopened: {e}")),
+    }
+}
+
+/// `POST /api/upgrade`: a binary upgrade (the binary's hook), answered once the new
+/// process serves and this one is drained, or with why nothing changed.
+async fn upgrade(ctx: &Ctx) -> Response {
+    let Some(hook) = ctx.upgrade.clone() else {
+        return Response::error(501, "this switch cannot upgrade (it was not started by `cswitch run`)");
+    };
+    match tokio::task::spawn_blocking(move || hook()).await {
+        Ok(Ok(report)) => Response::json(200, &report),
+        Ok(Err(refused)) => Response::error(refused.status, refused.reason),
+        Err(e) => Response::error(500, format!("upgrade failed: {e}")),
     }
 }
 

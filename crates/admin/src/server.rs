@@ -19,8 +19,14 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// the connection (a reset can destroy the answer before the client reads it).
 const LINGER: Duration = Duration::from_secs(1);
 
-/// Serves until `stop` fires (or its sender is dropped).
-pub(crate) async fn serve(listener: std::net::TcpListener, ctx: Arc<Ctx>, mut stop: oneshot::Receiver<()>) {
+/// Serves until `stop` fires (or its sender is dropped). Once `gate` closes it accepts no
+/// more, and the connections it has go on until `stop`.
+pub(crate) async fn serve(
+    listener: std::net::TcpListener,
+    ctx: Arc<Ctx>,
+    mut stop: oneshot::Receiver<()>,
+    gate: crate::AcceptGate,
+) {
     let listener = match TcpListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => {
@@ -33,14 +39,22 @@ pub(crate) async fn serve(listener: std::net::TcpListener, ctx: Arc<Ctx>, mut st
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let permit = tokio::select! {
-            _ = &mut stop => return,
+            _ = &mut stop => return finish(&gate, &slots).await,
             permit = Arc::clone(&slots).acquire_owned() => match permit {
                 Ok(p) => p,
                 Err(_) => return,
             },
         };
         let (stream, peer) = tokio::select! {
-            _ = &mut stop => return,
+            // The gate first: when both fire at once, the answers still on their way out
+            // must be waited for.
+            biased;
+            _ = gate.closed() => {
+                drop((listener, permit)); // the socket stays open in the process that serves now
+                let _ = stop.await;
+                return finish(&gate, &slots).await;
+            }
+            _ = &mut stop => return finish(&gate, &slots).await,
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -56,6 +70,19 @@ pub(crate) async fn serve(listener: std::net::TcpListener, ctx: Arc<Ctx>, mut st
             connection(stream, peer, &ctx).await;
             drop(permit);
         });
+    }
+}
+
+/// Once stopped: after a binary upgrade's hand-over (the gate closed), the answers still
+/// on their way out (the one to `POST /api/upgrade` among them) are waited for, at most
+/// 2 s; otherwise open admin connections are dropped at once.
+async fn finish(gate: &crate::AcceptGate, slots: &Semaphore) {
+    if !gate.is_closed() {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + LINGER * 2;
+    while slots.available_permits() < MAX_CONNECTIONS && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 

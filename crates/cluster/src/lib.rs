@@ -1,7 +1,7 @@
 //! Many cswitch nodes as one (issue 13): membership, liveness and shared state by gossip.
 //!
 //! Owns this node's membership in `[cluster]`: it runs chitchat (Scuttlebutt dissemination,
-//! phi-accrual failure detection; ADR 0010 says why this library) over a UDP transport that
+//! phi-accrual failure detection; ADR 0011 says why this library) over a UDP transport that
 //! authenticates every datagram with the cluster key, publishes what this node knows that
 //! others need (its config digest, the capacities its agents report), and hands what other
 //! nodes publish to the switch through one callback. The switch and the admin API use only

@@ -357,6 +357,7 @@ fn limits_fields(a: &Limits, b: &Limits) -> Vec<String> {
     field(o, "pool_idle_per_server", a.pool_idle_per_server, b.pool_idle_per_server);
     field(o, "buffer_bytes", a.buffer_bytes, b.buffer_bytes);
     field(o, "rule_body_bytes", a.rule_body_bytes, b.rule_body_bytes);
+    field(o, "h2_max_concurrent_streams", a.h2_max_concurrent_streams, b.h2_max_concurrent_streams);
     out
 }
 
@@ -396,6 +397,8 @@ fn listener_fields(a: &Listener, b: &Listener) -> Vec<String> {
     };
     field(&mut out, "trusted_proxies", nets(a), nets(b));
     field(&mut out, "xml_form_field", format!("{:?}", a.xml_form_field), format!("{:?}", b.xml_form_field));
+    field(&mut out, "alpn", format!("{:?}", a.http2.alpn), format!("{:?}", b.http2.alpn));
+    field(&mut out, "h2c", a.http2.h2c, b.http2.h2c);
     out
 }
 

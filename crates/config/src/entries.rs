@@ -33,6 +33,7 @@ pub(crate) struct ListenerDraft {
     preallocate: bool,
     pub(crate) tls: Option<crate::certs::TlsDraft>,
     mail: crate::MailOptions,
+    http2: crate::Http2,
 }
 
 impl ListenerDraft {
@@ -53,6 +54,7 @@ impl ListenerDraft {
             preallocate: self.preallocate,
             tls: self.tls.and_then(crate::certs::TlsDraft::build),
             mail: self.mail,
+            http2: self.http2,
         })
     }
 }
@@ -147,6 +149,7 @@ pub(crate) fn listener(t: &Table, sink: &mut Sink, base: &Path) -> ListenerDraft
     }
     let mode = crate::oneway::mode(t, sink);
     let one_way = mode.as_ref().is_some_and(|m| m.value == crate::Mode::OneWay);
+    let http2 = crate::http2::listener_http2(t, sink, protocol, mode.as_ref().map(|m| m.value));
     ListenerDraft {
         name,
         bind,
@@ -162,6 +165,7 @@ pub(crate) fn listener(t: &Table, sink: &mut Sink, base: &Path) -> ListenerDraft
         preallocate: t.bool_or(sink, "preallocate", false),
         tls: crate::certs::listener_tls(t, sink, base, protocol),
         mail: mail_options(t, sink, protocol),
+        http2,
     }
 }
 
@@ -227,6 +231,8 @@ fn http_only_keys(t: &Table, sink: &mut Sink, protocol: Protocol) {
         "xml_form_field",
         "connection_persistence",
         "preallocate",
+        "alpn",
+        "h2c",
     ];
     for key in HTTP_ONLY.iter().filter(|k| t.has(k)) {
         let message = format!("`{key}` applies only to protocol = \"http\", not \"{}\"", protocol.name());

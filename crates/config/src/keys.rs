@@ -26,6 +26,7 @@ pub(crate) const LIMITS_KEYS: &[&str] = &[
     "pool_idle_per_server",
     "buffer_bytes",
     "rule_body_bytes",
+    "h2_max_concurrent_streams",
 ];
 pub(crate) const TIMEOUTS_KEYS: &[&str] = &[
     "client_head",
@@ -53,6 +54,8 @@ pub(crate) const LISTENER_KEYS: &[&str] = &[
     "connection_persistence",
     "preallocate",
     "tls",
+    "alpn",
+    "h2c",
     "hostname",
     "deny_text",
     "xclient",

@@ -51,6 +51,7 @@ pub mod edit;
 mod endpoints;
 mod entries;
 mod health;
+mod http2;
 mod keys;
 mod load;
 mod model;

@@ -332,6 +332,9 @@ pub struct Limits {
     pub buffer_bytes: usize,
     /// Body bytes read before deciding, when a rule reads the body (default 1 MiB) → 413 beyond.
     pub rule_body_bytes: usize,
+    /// Streams an HTTP/2 client may have open at once (default 100, as HAProxy's
+    /// `tune.h2.max-concurrent-streams` and nginx's `http2_max_concurrent_streams`).
+    pub h2_max_concurrent_streams: usize,
 }
 
 /// `[timeouts]`; written in the file as "500ms", "10s", "5m", "1h".
@@ -424,6 +427,43 @@ pub struct Listener {
     /// TLS termination on an HTTP listener: its certificates (the first is the default; a
     /// client's SNI picks the first one valid for that name). `None`: plain HTTP.
     pub tls: Option<Vec<CertKey>>,
+    /// HTTP/2 from clients: `alpn` on TLS listeners, `h2c` on plain ones.
+    pub http2: Http2,
+}
+
+/// What a listener offers of HTTP/2 (HTTP listeners; see `docs/http2.md`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Http2 {
+    /// TLS-terminating listeners: the protocols offered in ALPN, in order of preference
+    /// (`h2`, `http/1.1`; default both, `h2` first). Empty on other listeners.
+    pub alpn: Vec<String>,
+    /// Plain listeners: a connection that opens with the HTTP/2 connection preface is
+    /// served as HTTP/2 with prior knowledge (default true).
+    pub h2c: bool,
+}
+
+impl Default for Http2 {
+    fn default() -> Self {
+        Http2 { alpn: vec!["h2".into(), "http/1.1".into()], h2c: true }
+    }
+}
+
+impl Listener {
+    /// Whether a connection that opens with the HTTP/2 preface is served as HTTP/2: on a
+    /// plain listener with `h2c`, on a TLS one that offers `h2` (a client that knows).
+    pub fn takes_h2_preface(&self) -> bool {
+        match self.tls {
+            Some(_) => self.http2.alpn_h2(),
+            None => self.protocol == Protocol::Http && self.http2.h2c,
+        }
+    }
+}
+
+impl Http2 {
+    /// Whether a TLS listener offers `h2` in ALPN.
+    pub fn alpn_h2(&self) -> bool {
+        self.alpn.iter().any(|p| p == "h2")
+    }
 }
 
 /// An IP network (`10.0.0.0/8`; a bare IP is a /32 or /128).

@@ -45,6 +45,7 @@ pub(crate) fn limits(root: &Table, sink: &mut Sink) -> Limits {
         pool_idle_per_server: int("pool_idle_per_server", d.pool_idle_per_server, 0, 100_000),
         buffer_bytes: int("buffer_bytes", d.buffer_bytes, 1024, 16 * MIB),
         rule_body_bytes: int("rule_body_bytes", d.rule_body_bytes, 0, 64 * MIB),
+        h2_max_concurrent_streams: int("h2_max_concurrent_streams", d.h2_max_concurrent_streams, 1, 10_000),
     }
 }
 
@@ -59,6 +60,7 @@ fn default_limits() -> Limits {
         pool_idle_per_server: 64,
         buffer_bytes: 16_384,
         rule_body_bytes: 1 << 20,
+        h2_max_concurrent_streams: 100,
     }
 }
 

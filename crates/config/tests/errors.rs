@@ -540,3 +540,43 @@ fn oneway_tls_passthrough_is_accepted() {
     let d = one(&text.replace(", agent = '10.0.0.11:9000', mac = '02:00:00:00:00:11'", ""));
     assert_eq!(d.message, "no server of group `g` has an agent to hand connections to");
 }
+
+/// The diagnostic at `key` among all of `text`'s (a TLS listener's missing certificate
+/// files are reported too).
+fn at_key(text: &str, key: &str) -> Diagnostic {
+    let diags = errors(text);
+    diags.iter().find(|d| d.key == key).cloned().unwrap_or_else(|| panic!("no error at {key}: {diags:?}"))
+}
+
+#[test]
+fn http2_keys_name_what_they_apply_to() {
+    let d = one(&BASE.replace("default_group", "alpn = [\"h2\"]\ndefault_group"));
+    assert_at(&d, 4, 8, "listener[0].alpn");
+    assert!(d.message.contains("applies only to a listener with `tls`"), "{}", d.message);
+    assert!(hint(&d).contains("h2c"), "{}", hint(&d));
+    let tls = "tls = { cert = \"a.pem\", key = \"a.key\" }\n";
+    let d =
+        at_key(&BASE.replace("default_group", &format!("{tls}h2c = true\ndefault_group")), "listener[0].h2c");
+    assert_eq!((d.line, d.col), (5, 7));
+    assert!(hint(&d).contains("alpn = [\"http/1.1\"]"), "{}", hint(&d));
+    let d = one(&BASE.replace("default_group", "protocol = \"smtp\"\nh2c = false\ndefault_group"));
+    assert_eq!(d.message, "`h2c` applies only to protocol = \"http\", not \"smtp\"");
+    let d = one(&BASE.replace("default_group", "h2c = \"yes\"\ndefault_group"));
+    assert_at(&d, 4, 7, "listener[0].h2c");
+}
+
+#[test]
+fn alpn_names_are_checked() {
+    let tls = "tls = { cert = \"a.pem\", key = \"a.key\" }\n";
+    let with = |alpn: &str| BASE.replace("default_group", &format!("{tls}alpn = {alpn}\ndefault_group"));
+    let d = at_key(&with("[\"h2\", \"http/1\"]"), "listener[0].alpn");
+    assert_eq!((d.line, d.col), (5, 8));
+    assert_eq!(d.message, "ALPN protocol `http/1` is not supported; supported: h2, http/1.1");
+    assert_eq!(hint(&d), "did you mean `http/1.1`?");
+    let d = at_key(&with("[\"h2\", \"h2\"]"), "listener[0].alpn");
+    assert_eq!(d.message, "ALPN protocol `h2` is named twice");
+    let d = at_key(&with("[]"), "listener[0].alpn");
+    assert_eq!(d.message, "`alpn` must name at least one protocol");
+    let d = at_key(&with("\"h2\""), "listener[0].alpn");
+    assert!(d.message.contains("must be an array of strings"), "{}", d.message);
+}

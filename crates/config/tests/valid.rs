@@ -31,6 +31,7 @@ retries = 1
 pool_idle_per_server = 8
 buffer_bytes = 4096
 rule_body_bytes = 65536
+h2_max_concurrent_streams = 50
 
 [timeouts]
 client_head = "5s"
@@ -103,6 +104,7 @@ fn listener(name: &str, bind: &str, group: &str) -> Listener {
         preallocate: false,
         tls: None,
         mail: cswitch_config::MailOptions::default(),
+        http2: cswitch_config::Http2::default(),
     }
 }
 
@@ -146,6 +148,7 @@ fn expected_full() -> Config {
             pool_idle_per_server: 8,
             buffer_bytes: 4096,
             rule_body_bytes: 65536,
+            h2_max_concurrent_streams: 50,
         },
         timeouts: Timeouts {
             client_head: secs(5),
@@ -232,6 +235,7 @@ fn minimal_config_gets_every_default() {
             pool_idle_per_server: 64,
             buffer_bytes: 16_384,
             rule_body_bytes: 1 << 20,
+            h2_max_concurrent_streams: 100,
         },
         timeouts: Timeouts {
             client_head: secs(10),
@@ -257,6 +261,17 @@ fn minimal_config_gets_every_default() {
         cluster: None,
     };
     assert_eq!(config, expected);
+}
+
+#[test]
+fn http2_is_offered_by_default_and_can_be_switched_off() {
+    let config = parse(MINIMAL, Path::new("cswitch.toml")).unwrap();
+    let l = &config.listeners[0];
+    assert!(l.http2.h2c && l.takes_h2_preface(), "h2c on by default");
+    assert_eq!(l.http2.alpn, ["h2", "http/1.1"]);
+    let off = MINIMAL.replace("default_group", "h2c = false\ndefault_group");
+    let config = parse(&off, Path::new("cswitch.toml")).unwrap();
+    assert!(!config.listeners[0].takes_h2_preface());
 }
 
 #[test]
@@ -385,6 +400,8 @@ fn example_documents_every_key() {
         "table_size",
         "connection_persistence",
         "preallocate",
+        "alpn",
+        "h2c",
     ] {
         assert!(docs.contains(&format!("`{key}`")), "docs/config.md lacks `{key}`");
     }

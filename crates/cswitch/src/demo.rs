@@ -33,9 +33,9 @@ pub fn run() -> anyhow::Result<()> {
     let origins = origins_rt.block_on(start_origins(&cfg))?;
     let switch = std::sync::Arc::new(proxy::Switch::start(cfg).context("starting the switch")?);
     let addr = switch.local_addr("web").context("demo config has no listener 'web'")?;
-    let admin = crate::start_admin(&switch)?;
+    let admin = crate::start_admin(&switch, None, None)?;
     print_banner(addr, &origins, admin.as_ref().map(|a| a.local_addr()), &rules_path);
-    signals.serve_until_stopped(&switch, Some(&config_path))?;
+    signals.serve_until_stopped(&switch, Some(&config_path), None)?;
     drop(admin);
     drop(origins);
     Ok(())

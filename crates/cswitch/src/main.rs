@@ -1,8 +1,9 @@
 //! cswitch: a Layer-7 content switch.
 //!
 //! The binary owns the command line (`run`, `check`, `demo`, `explain`, `simulate`, `agent`, `ctl`), process signals (SIGTERM /
-//! Ctrl-C: graceful stop; SIGHUP: validated reload) and the wiring of config → data plane and
-//! admin listener.
+//! Ctrl-C: graceful stop; SIGHUP: validated reload; SIGUSR2: binary upgrade), binary
+//! upgrades (`upgrade`: the new process, the sockets and connections handed to it) and the
+//! wiring of config → data plane and admin listener.
 //! It is the only crate that uses `anyhow`.
 
 mod agent_cli;
@@ -12,6 +13,7 @@ mod demo;
 mod explain;
 mod signals;
 mod simulate;
+mod upgrade;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -123,24 +125,63 @@ fn init_tracing() {
         .init();
 }
 
+/// `cswitch run`. Started by a binary upgrade (`upgrade`), it takes the old process's
+/// sockets over, and tells it why if it cannot serve.
 fn run(path: &Path) -> anyhow::Result<()> {
+    let inheritance = upgrade::Inheritance::from_env()?;
+    let (switch, admin, signals, upgrader) = match start(path, inheritance.as_ref()) {
+        Ok(started) => started,
+        Err(e) => {
+            if let Some(inheritance) = &inheritance {
+                inheritance.fail(&format!("{e:#}"));
+            }
+            return Err(e);
+        }
+    };
+    if let Some(inheritance) = inheritance {
+        inheritance.serving(Arc::clone(&switch), Arc::clone(&upgrader.inheriting))?;
+    }
+    signals.serve_until_stopped(&switch, Some(path), Some(&upgrader))?;
+    drop(admin);
+    Ok(())
+}
+
+type Started = (Arc<proxy::Switch>, Option<admin::AdminHandle>, signals::Signals, Arc<upgrade::Upgrader>);
+
+fn start(path: &Path, inheritance: Option<&upgrade::Inheritance>) -> anyhow::Result<Started> {
+    // The sockets first: the old process's messages are all read when this one says why it
+    // cannot serve (unread ones would turn its goodbye into a reset).
+    let sockets = inheritance.map(upgrade::Inheritance::sockets).transpose()?;
     let cfg = config::load(path).map_err(|d| anyhow::anyhow!("invalid config:\n{d}"))?;
     let signals = signals::Signals::install(&cfg)?;
-    let switch = Arc::new(proxy::Switch::start(cfg).context("starting the switch")?);
+    let (inherited, admin_socket, state) =
+        sockets.map_or_else(Default::default, |s| (s.switch, s.admin, s.state));
+    let switch = Arc::new(proxy::Switch::start_with(cfg, inherited).context("starting the switch")?);
+    state.iter().for_each(|s| switch.import_upgrade_state(s));
     for l in &switch.config().listeners {
         if let Some(addr) = switch.local_addr(&l.name) {
             tracing::info!(listener = %l.name, %addr, "listening");
         }
     }
-    let admin = start_admin(&switch)?;
-    signals.serve_until_stopped(&switch, Some(path))?;
-    drop(admin);
-    Ok(())
+    let upgrader = Arc::new(upgrade::Upgrader::new(Arc::clone(&switch)));
+    let admin = start_admin(&switch, admin_socket, Some(&upgrader))?;
+    upgrader.set_admin(admin.as_ref())?;
+    Ok((switch, admin, signals, upgrader))
 }
 
-/// Starts the admin listener when the config has `[admin]`, and says where it is.
-fn start_admin(switch: &Arc<proxy::Switch>) -> anyhow::Result<Option<admin::AdminHandle>> {
-    let handle = admin::start(Arc::clone(switch)).context("starting the admin listener")?;
+/// Starts the admin listener when the config has `[admin]` (on the old process's socket
+/// after an upgrade), and says where it is.
+fn start_admin(
+    switch: &Arc<proxy::Switch>,
+    listener: Option<std::net::TcpListener>,
+    upgrader: Option<&Arc<upgrade::Upgrader>>,
+) -> anyhow::Result<Option<admin::AdminHandle>> {
+    let hook = upgrader.map(|u| {
+        let u = Arc::clone(u);
+        Arc::new(move || u.run("admin: POST /api/upgrade")) as admin::UpgradeHook
+    });
+    let options = admin::Options { listener, upgrade: hook };
+    let handle = admin::start_with(Arc::clone(switch), options).context("starting the admin listener")?;
     if let Some(h) = &handle {
         tracing::info!(addr = %h.local_addr(), "admin listener: JSON API, /metrics, stats page on /");
     }

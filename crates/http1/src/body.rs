@@ -110,4 +110,13 @@ impl BodyScanner {
     pub fn payload_len(&self) -> u64 {
         self.seen_payload
     }
+
+    /// Bytes of a `Content-Length` body still to come (`None` for other framings, whose
+    /// length is not known ahead).
+    pub fn remaining(&self) -> Option<u64> {
+        match self.kind {
+            BodyKind::Length(n) => Some(n.saturating_sub(self.seen_payload)),
+            _ => None,
+        }
+    }
 }

@@ -3,6 +3,7 @@
 //! housekeeping, and the graceful end on shutdown.
 
 use crate::floor::conns::{ConnState, Evicted, Slot, Watch};
+use crate::floor::handover::Moving;
 use crate::floor::shared::Shared;
 use crate::floor::stats::{Counter, Stats};
 use crate::floor::stream::{handshake, ClientStream};
@@ -16,7 +17,13 @@ use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 
 /// Runs one worker until shutdown completes. `listeners[i]` serves snapshot listener `i`.
-pub fn run(shared: Arc<Shared>, listeners: Vec<std::net::TcpListener>, log: Arc<LogOutput>) {
+/// `adopted` brings the connections a binary upgrade's old process hands over.
+pub fn run(
+    shared: Arc<Shared>,
+    listeners: Vec<std::net::TcpListener>,
+    log: Arc<LogOutput>,
+    adopted: tokio::sync::mpsc::UnboundedReceiver<Moving>,
+) {
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -40,6 +47,7 @@ pub fn run(shared: Arc<Shared>, listeners: Vec<std::net::TcpListener>, log: Arc<
         }
         tokio::task::spawn_local(housekeeping(Rc::clone(&worker)));
         tokio::task::spawn_local(resume_parked(Rc::clone(&worker)));
+        tokio::task::spawn_local(crate::upgrade::adopt_loop(Rc::clone(&worker), adopted, spawn_http));
         wait_for_shutdown(&worker).await;
         access_log::flush();
     });
@@ -47,9 +55,16 @@ pub fn run(shared: Arc<Shared>, listeners: Vec<std::net::TcpListener>, log: Arc<
 
 async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
     loop {
+        // Made before the check: a stop signalled in between still wakes it.
+        let stop = worker.shutdown.notified();
+        if worker.shutting_down() || worker.shared.handover.get().is_some() {
+            // Also when the signal came while this loop was busy with a connection: a
+            // connection accepted after a binary upgrade's hand-over would not be handed on.
+            return;
+        }
         let accepted = tokio::select! {
             r = listener.accept() => r,
-            _ = worker.shutdown.notified() => return,
+            _ = stop => return,
         };
         let (stream, peer) = match accepted {
             Ok(pair) => pair,
@@ -83,11 +98,18 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
 /// future is held by each silent connection (issue 17's 1 KiB target). Boxed because tokio
 /// aligns a task's cell to 128 bytes: a pointer keeps the cell at 128, and the future goes
 /// into an ordinary allocation of its own size.
-fn spawn_http(worker: &Worker, open: Open, client: crate::http::Client, state: Slot) {
+pub(crate) fn spawn_http(worker: &Worker, open: Open, client: crate::http::Client, state: Slot) {
     let listener = open.listener();
-    let task =
-        tokio::task::spawn_local(Box::pin(Stats::on_listener(listener, crate::http::serve(open, client))));
+    let task = tokio::task::spawn_local(Box::pin(Stats::on_listener(listener, serve_http(open, client))));
     worker.conns.add(state, task.abort_handle());
+}
+
+/// An HTTP connection: HTTP/1.x, unless it opens with the HTTP/2 preface on a listener
+/// that takes it (then the `http2` wing serves it, with the bytes already read). The wing
+/// is passed as a function item, which takes no room in the future every silent
+/// connection holds (a wrapping future would hold a second copy of the HTTP/1.x one).
+fn serve_http(open: Open, client: crate::http::Client) -> impl std::future::Future<Output = ()> {
+    crate::http::serve(open, client, crate::http2::serve_after_preface)
 }
 
 /// Serves parked connections again when their sockets turn readable (the next request,
@@ -209,11 +231,17 @@ async fn housekeeping(worker: Rc<Worker>) {
 /// Waits for the shutdown signal, stops accepting, lets requests in progress finish within
 /// the grace period, then returns: the runtime is dropped with every remaining session, which
 /// closes idle keep-alive connections at once (parked ones close when shutdown starts).
+/// A binary upgrade's hand-over, signalled the same way, comes first (`upgrade`).
 async fn wait_for_shutdown(worker: &Rc<Worker>) {
+    let mut handed_over = false;
     loop {
         let notified = worker.shared.shutdown_notify.notified();
         if worker.shutting_down() {
             break;
+        }
+        if !handed_over && worker.shared.handover.get().is_some() {
+            handed_over = true;
+            crate::upgrade::hand_over(worker);
         }
         notified.await;
     }
@@ -275,8 +303,11 @@ async fn dispatch(open: Open, stream: TcpStream, peer: SocketAddr, state: Slot) 
                     None => return,
                 },
             };
+            if crate::http2::negotiated(&stream) {
+                return Box::pin(crate::http2::serve(open, stream, peer, state)).await;
+            }
             let client = crate::http::client(&open, stream, peer, state);
-            crate::http::serve(open, client).await
+            serve_http(open, client).await
         }
     }
 }

@@ -9,8 +9,11 @@
 //! no two wings import each other:
 //!
 //! - the roof: `switch` (start, reload, shutdown), `accept` (worker threads, accept loops,
-//!   admission, the protocol dispatch), `explain` (how a request would be routed);
-//! - the wings: `http/` (the request phases), `mail/` (SMTP, POP3, IMAP), `tls/`
+//!   admission, the protocol dispatch), `explain` (how a request would be routed),
+//!   `upgrade` (a binary upgrade: inherited listeners, idle connections handed over and
+//!   adopted);
+//! - the wings: `http/` (the request phases), `http2/` (HTTP/2 from clients: each stream
+//!   piped through `http/`'s phases as an HTTP/1.1 request), `mail/` (SMTP, POP3, IMAP), `tls/`
 //!   (passthrough, certificates), `health/` (the control loop and its checks);
 //! - `handoff/`: one-way switching's hand-off of a routed connection to a server's agent
 //!   (freeze, dump, ship, flip, GO; two-way on any failure), used by the HTTP wing;
@@ -27,12 +30,15 @@ mod floor;
 mod handoff;
 mod health;
 mod http;
+mod http2;
 mod mail;
 mod observe;
 mod switch;
 mod tls;
+mod upgrade;
 mod upstream;
 
+pub use floor::handover::{HandoverTally, Moving, Sink};
 pub use floor::stats::{Counter, Stats};
 pub use handoff::timing::{
     PhaseView as HandoffPhaseView, TimingView as HandoffTimingView, BOUNDS_US as HANDOFF_BOUNDS_US,
@@ -40,4 +46,6 @@ pub use handoff::timing::{
 pub use observe::view;
 pub use switch::{compile_rules, EditFailed, ReloadError, RuleErrors, Switch};
 pub use tls::termination::check_pair as check_tls_pair;
+pub use upgrade::state::State as UpgradeState;
+pub use upgrade::Inherited;
 pub use upstream::pick::extract_key;

@@ -2,6 +2,7 @@
 //! workers, swaps config snapshots on reload, and shuts down gracefully.
 
 use crate::accept;
+use crate::floor::handover::{Moving, Sink};
 use crate::floor::shared::Shared;
 use crate::floor::snapshot::{ListenerParts, Snapshot};
 use crate::floor::stats::{Counter, Stats};
@@ -10,6 +11,7 @@ use crate::floor::tables::tls_sessions::TlsSessions;
 use crate::observe::access_log::{LogOutput, Target};
 use crate::observe::view;
 use crate::tls::termination;
+use crate::upgrade::Inherited;
 use arc_swap::ArcSwap;
 use config::Config;
 use rules::{CompileOptions, RuleSet};
@@ -130,25 +132,49 @@ pub struct Switch {
     addrs: Vec<(String, SocketAddr)>,
     agents_addr: Option<SocketAddr>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The listening sockets (second descriptors of the workers'), for a binary upgrade to
+    /// hand to the new process. Closed at shutdown, so nothing is left listening.
+    sockets: Mutex<Inherited>,
+    /// Each worker's inbox of connections a binary upgrade's old process hands over.
+    adopt: Vec<tokio::sync::mpsc::UnboundedSender<Moving>>,
+    next_adopt: AtomicUsize,
+    /// The config as last loaded from the file: what the admin API changed since is the
+    /// difference to the one in force (a binary upgrade carries it over).
+    from_file: Mutex<Config>,
 }
 
 impl Switch {
     /// Binds every listener and starts the workers. Errors (address in use, bad access-log
     /// path) are returned before anything runs.
     pub fn start(config: Config) -> io::Result<Switch> {
+        Switch::start_with(config, Inherited::default())
+    }
+
+    /// [`Switch::start`], taking over the listening sockets of `inherited` (a binary
+    /// upgrade's old process) where the config binds the same listeners.
+    pub fn start_with(config: Config, mut inherited: Inherited) -> io::Result<Switch> {
         let rules =
             compile_rules(&config).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let tls =
             termination::acceptors(&config).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let parts = ListenerParts { rules, tls };
-        let workers = worker_count(&config);
-        let (addrs, sockets) = bind_all(&config, workers)?;
+        let from_file = Mutex::new(config.clone());
+        let most_inherited = inherited.listeners.iter().map(|(_, s)| s.len()).max().unwrap_or(0);
+        // Every inherited socket keeps a worker accepting on it: one closed here would lose
+        // the connections queued on it.
+        let workers = worker_count(&config).max(most_inherited);
+        let (addrs, sockets) = bind_all(&config, workers, &mut inherited)?;
+        let kept = keep_copies(&config, &sockets)?;
         let log = Arc::new(LogOutput::open(&config.access_log)?);
         crate::handoff::steering::install(&config)
             .map_err(|e| io::Error::new(e.kind(), format!("one-way steering table: {e}")))?;
         let sticky_lifetime = config.timeouts.sticky_ip;
         let tls_lifetime = config.timeouts.tls_session;
-        let agents = bind_agents(&config)?;
+        let agents = match inherited.agents.take() {
+            Some(socket) if config.agents.is_some() => Some(socket),
+            _ => bind_agents(&config)?,
+        };
+        let agents_copy = agents.as_ref().map(std::net::UdpSocket::try_clone).transpose()?;
         let agents_addr = agents.as_ref().map(|s| s.local_addr()).transpose()?;
         let listener_count = config.listeners.len();
         let shared = Arc::new(Shared {
@@ -164,20 +190,36 @@ impl Switch {
             listeners: (0..listener_count).map(|_| Default::default()).collect(),
             started: std::time::Instant::now(),
             snapshot_writer: Mutex::new(()),
+            handover: Default::default(),
             cluster: std::sync::OnceLock::new(),
         });
         crate::health::cluster::join(&shared)?;
         let mut threads = Vec::with_capacity(workers);
+        let mut adopt = Vec::with_capacity(workers);
         for (i, listeners) in sockets.into_iter().enumerate() {
             let (shared, log) = (Arc::clone(&shared), Arc::clone(&log));
+            let (inbox, adopted) = tokio::sync::mpsc::unbounded_channel();
+            adopt.push(inbox);
             let t = std::thread::Builder::new()
                 .name(format!("cswitch-worker-{i}"))
-                .spawn(move || accept::run(shared, listeners, log))?;
+                .spawn(move || accept::run(shared, listeners, log, adopted))?;
             threads.push(t);
         }
         threads.push(crate::health::spawn(Arc::clone(&shared), agents)?);
         threads.extend(crate::handoff::life::spawn(Arc::clone(&shared))?);
-        Ok(Switch { shared, log, addrs, agents_addr, threads: Mutex::new(threads) })
+        let sockets = Mutex::new(Inherited { listeners: kept, agents: agents_copy });
+        let next_adopt = AtomicUsize::new(0);
+        Ok(Switch {
+            shared,
+            log,
+            addrs,
+            agents_addr,
+            threads: Mutex::new(threads),
+            sockets,
+            adopt,
+            next_adopt,
+            from_file,
+        })
     }
 
     /// The address listener `name` is bound to (useful with port 0).
@@ -298,8 +340,10 @@ impl Switch {
     /// returned. Config file reloads (SIGHUP, the admin API) come through here.
     pub fn apply(&self, config: Config, why: &str) -> Result<(u64, Vec<config::Change>), ReloadError> {
         // Always applied, even when equal: the listeners' rule files are compiled again.
+        let loaded = config.clone();
         match self.edit_with(why, |_| Ok::<Config, ReloadError>(config), false) {
             Ok(applied) => {
+                *self.from_file.lock().unwrap_or_else(|e| e.into_inner()) = loaded;
                 Ok(applied.unwrap_or_else(|| (self.shared.snapshot.load().generation, Vec::new())))
             }
             Err(EditFailed::Edit(e) | EditFailed::Refused(e)) => Err(e),
@@ -396,8 +440,85 @@ impl Switch {
         for t in threads {
             let _ = t.join();
         }
-        crate::handoff::steering::remove();
+        *self.sockets.lock().unwrap_or_else(|e| e.into_inner()) = Inherited::default();
+        if self.shared.handover.get().is_none() {
+            // After a binary upgrade the table is the new process's.
+            crate::handoff::steering::remove();
+        }
         crate::health::cluster::leave(&self.shared);
+    }
+
+    /// Second descriptors of every listening socket (by listener, one per worker) and of
+    /// the `[agents]` socket, for a binary upgrade's new process.
+    pub fn listening_sockets(&self) -> io::Result<Inherited> {
+        let kept = self.sockets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut listeners = Vec::with_capacity(kept.listeners.len());
+        for (name, sockets) in &kept.listeners {
+            let copies = sockets.iter().map(std::net::TcpListener::try_clone).collect::<io::Result<_>>()?;
+            listeners.push((name.clone(), copies));
+        }
+        let agents = kept.agents.as_ref().map(std::net::UdpSocket::try_clone).transpose()?;
+        Ok(Inherited { listeners, agents })
+    }
+
+    /// A binary upgrade's new process serves: stop accepting (the listening sockets stay
+    /// open for it) and hand every idle plain HTTP connection to `sink`, each connection
+    /// with a request in flight once that request is answered. False if a hand-over
+    /// already began (nothing changes then).
+    pub fn hand_over(&self, sink: Sink) -> bool {
+        if self.shared.handover.set(crate::floor::handover::Handover::new(sink)).is_err() {
+            return false;
+        }
+        self.shared.shutdown_notify.notify_waiters();
+        true
+    }
+
+    /// What the hand-over did so far (`None`: none began).
+    pub fn handover_tally(&self) -> Option<crate::HandoverTally> {
+        self.shared.handover.get().map(|h| h.tally())
+    }
+
+    /// Run-time state for a binary upgrade's new process: what it needs before it serves
+    /// (health verdicts, sticky entries), or, once this process is `drained`, its
+    /// counters and the sticky entries it made meanwhile.
+    pub fn upgrade_state(&self, drained: bool) -> crate::UpgradeState {
+        if drained {
+            return crate::upgrade::state::when_drained(&self.shared);
+        }
+        let base = self.from_file.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let edits = crate::upgrade::edits::between(&base, &self.config());
+        crate::UpgradeState { edits, ..crate::upgrade::state::before_serving(&self.shared) }
+    }
+
+    /// Takes in state the old process of a binary upgrade sent: its run-time admin edits
+    /// first (through [`Switch::edit`]; one the new config file no longer allows is
+    /// logged and skipped), then the rest.
+    pub fn import_upgrade_state(&self, state: &crate::UpgradeState) {
+        for edit in &state.edits {
+            let why = "upgrade: an admin edit of the old process";
+            let reason = match self.edit(why, |c| crate::upgrade::edits::apply(c, edit)) {
+                Ok(_) => continue,
+                Err(EditFailed::Edit(e)) => e,
+                Err(EditFailed::Refused(e)) => e.to_string(),
+            };
+            tracing::warn!(?edit, reason, "an admin edit of the old process not carried over");
+        }
+        crate::upgrade::state::import(&self.shared, state);
+    }
+
+    /// Client connections open, all listeners.
+    pub fn open_connections(&self) -> usize {
+        self.shared.client_conns.load(Ordering::Acquire)
+    }
+
+    /// Serves a connection the old process handed over (a binary upgrade), on the next
+    /// worker in turn.
+    pub fn adopt(&self, conn: Moving) {
+        let n = self.next_adopt.fetch_add(1, Ordering::Relaxed) % self.adopt.len().max(1);
+        if let Some(inbox) = self.adopt.get(n) {
+            // A worker that ended drops the connection, which closes it.
+            let _ = inbox.send(conn);
+        }
     }
 }
 
@@ -490,13 +611,20 @@ type Bound = (Vec<(String, SocketAddr)>, Vec<Vec<std::net::TcpListener>>);
 
 /// One socket per (worker, listener). The first binds the configured address (port 0 picks
 /// one); the others bind the address it got, with SO_REUSEPORT so the kernel spreads
-/// connections over the workers.
-fn bind_all(config: &Config, workers: usize) -> io::Result<Bound> {
+/// connections over the workers. Sockets inherited from an old process come first.
+fn bind_all(config: &Config, workers: usize, inherited: &mut Inherited) -> io::Result<Bound> {
     let mut per_worker: Vec<Vec<std::net::TcpListener>> = (0..workers).map(|_| Vec::new()).collect();
     let mut addrs = Vec::new();
     for l in &config.listeners {
         let mut addr = l.bind;
+        let mut adopted = inherited.take(&l.name, l.bind).unwrap_or_default().into_iter();
         for sockets in per_worker.iter_mut() {
+            if let Some(socket) = adopted.next() {
+                socket.set_nonblocking(true)?;
+                addr = socket.local_addr()?;
+                sockets.push(socket);
+                continue;
+            }
             let socket = bind_one(addr).map_err(|e| {
                 io::Error::new(e.kind(), format!("listener '{}' cannot bind {}: {e}", l.name, addr))
             })?;
@@ -506,6 +634,19 @@ fn bind_all(config: &Config, workers: usize) -> io::Result<Bound> {
         addrs.push((l.name.clone(), addr));
     }
     Ok((addrs, per_worker))
+}
+
+/// Second descriptors of the workers' listening sockets, by listener name.
+fn keep_copies(
+    config: &Config,
+    per_worker: &[Vec<std::net::TcpListener>],
+) -> io::Result<Vec<(String, Vec<std::net::TcpListener>)>> {
+    let mut kept = Vec::with_capacity(config.listeners.len());
+    for (i, l) in config.listeners.iter().enumerate() {
+        let copies = per_worker.iter().map(|w| w[i].try_clone()).collect::<io::Result<_>>()?;
+        kept.push((l.name.clone(), copies));
+    }
+    Ok(kept)
 }
 
 fn bind_one(addr: SocketAddr) -> io::Result<std::net::TcpListener> {

@@ -46,13 +46,26 @@ fn host_name(name: &[u8]) -> Result<String, HelloError> {
     if !name.is_ascii() {
         return Err(HelloError::BadSni("non-ASCII byte (IDNs are sent as A-labels)"));
     }
+    // RFC 6066 forbids literal addresses, but OpenSSL-based clients (wrk, `s_client
+    // -servername`, some Java and embedded stacks) send the address they were told to reach,
+    // and HAProxy's `req_ssl_sni` and nginx's `$ssl_preread_server_name` route on it as
+    // written: closing such a connection would refuse real clients for no safety gained.
+    if let Some(address) = address_literal(name) {
+        return Ok(address);
+    }
     if name.iter().all(|b| b.is_ascii_digit() || *b == b'.') {
-        return Err(HelloError::BadSni("IP address literal"));
+        return Err(HelloError::BadSni("numeric name that is not an IPv4 address"));
     }
     for label in name.split(|b| *b == b'.') {
         check_label(label)?;
     }
     Ok(name.iter().map(|b| char::from(b.to_ascii_lowercase())).collect())
+}
+
+/// An IPv4 or IPv6 address written as the host name, in its canonical text form.
+fn address_literal(name: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(name).ok()?;
+    text.parse::<std::net::IpAddr>().ok().map(|ip| ip.to_string())
 }
 
 fn check_label(label: &[u8]) -> Result<(), HelloError> {
@@ -91,13 +104,22 @@ mod tests {
 
     #[test]
     fn refuses_what_rfc_6066_forbids() {
-        for bad in ["", ".", "a..b", "127.0.0.1", "::1", "a b", "-a.com", "a-.com", "bü.de", "a.com.."] {
+        for bad in
+            ["", ".", "a..b", "127.0.0", "1.2.3.4.5", "::1::", "a b", "-a.com", "a-.com", "bü.de", "a.com.."]
+        {
             assert!(matches!(host(bad), Err(HelloError::BadSni(_))), "{bad:?}");
         }
         assert!(host(&"a".repeat(64)).is_err());
         assert!(host(&["a"; 128].join(".")).is_err());
         assert!(host(&"a".repeat(63)).is_ok());
         assert!(host(&["a"; 127].join(".")).is_ok(), "253 bytes is the longest name");
+    }
+
+    #[test]
+    fn keeps_address_literals_in_canonical_form() {
+        assert_eq!(host("127.0.0.1"), Ok("127.0.0.1".into()));
+        assert_eq!(host("::1"), Ok("::1".into()));
+        assert_eq!(host("2001:DB8:0:0:0:0:0:1"), Ok("2001:db8::1".into()));
     }
 
     #[test]

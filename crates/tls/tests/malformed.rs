@@ -183,8 +183,8 @@ fn duplicate_extensions() {
 fn bad_server_names() {
     let e = client_error(&client_hello(&[], &[(0, sni_ext("bücher.de".as_bytes()))]));
     assert_eq!(e, HelloError::BadSni("non-ASCII byte (IDNs are sent as A-labels)"));
-    let e = client_error(&client_hello(&[], &[(0, sni_ext(b"10.0.0.1"))]));
-    assert_eq!(e, HelloError::BadSni("IP address literal"));
+    let e = client_error(&client_hello(&[], &[(0, sni_ext(b"10.0.0"))]));
+    assert_eq!(e, HelloError::BadSni("numeric name that is not an IPv4 address"));
     let e = client_error(&client_hello(&[], &[(0, sni_ext(b"a..b"))]));
     assert_eq!(e, HelloError::BadSni("empty label"));
     // Upper case and a trailing dot name the same host.
@@ -193,6 +193,15 @@ fn bad_server_names() {
         panic!()
     };
     assert_eq!(hello.sni.as_deref(), Some("api.example.com"));
+    // Address literals (RFC 6066 forbids them; OpenSSL-based clients send them) are kept,
+    // in canonical form, for the rules to route on as HAProxy and nginx do.
+    for (sent, seen) in [(&b"10.0.0.1"[..], "10.0.0.1"), (b"::1", "::1"), (b"FE80:0:0:0:0:0:0:1", "fe80::1")]
+    {
+        let Progress::Done(hello) = client_verdict(&client_hello(&[], &[(0, sni_ext(sent))])) else {
+            panic!("{sent:?} refused")
+        };
+        assert_eq!(hello.sni.as_deref(), Some(seen));
+    }
 }
 
 #[test]

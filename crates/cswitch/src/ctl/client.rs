@@ -11,7 +11,9 @@ use std::time::Duration;
 
 /// How long to wait for a connection and then for the answer.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+// `upgrade` answers once the new process serves (at most 30 s) and the old one is drained
+// (at most its `grace_period`).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A 2xx answer: the body as sent and as parsed.
 pub struct Answer {

@@ -115,6 +115,23 @@ pub fn reopened(_: &Value) {
     println!("access log reopened");
 }
 
+/// `POST /api/upgrade`.
+pub fn upgraded(v: &Value) {
+    println!(
+        "upgraded: new process {} serving after {} ms, old one drained after {} ms",
+        text(&v["new_pid"]),
+        text(&v["serving_after_ms"]),
+        text(&v["duration_ms"])
+    );
+    println!("  idle connections moved:      {}", text(&v["moved"]));
+    println!("  finished in the old process: {}", text(&v["finished_in_old"]));
+    println!("  failed to move:              {}", text(&v["failed_to_move"]));
+    if let Some(why) = v["last_failure"].as_str() {
+        println!("    last failure: {why}");
+    }
+    println!("  cut at the grace period:     {}", text(&v["cut_at_grace_period"]));
+}
+
 /// `DELETE /api/servers/G/N`.
 pub fn removal(v: &Value) {
     let timeout = v["drain_timeout_ms"].as_f64().unwrap_or(0.0) / 1000.0;

@@ -107,14 +107,25 @@ impl Batcher {
         let mut out = Vec::with_capacity(256);
         self.message(&mut out, NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, 0, NFNL_SUBSYS_NFTABLES.to_be(), &[]);
         let first = self.seq;
-        for op in ops {
+        for (i, op) in ops.iter().enumerate() {
             let payload = self.elements(op);
             let (kind, flags) = match op.kind {
-                Kind::Add => (NFT_MSG_NEWSETELEM, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE),
-                Kind::Delete => (NFT_MSG_DELSETELEM, NLM_F_REQUEST | NLM_F_ACK),
-                Kind::Destroy => (NFT_MSG_DESTROYSETELEM, NLM_F_REQUEST | NLM_F_ACK),
+                Kind::Add => (NFT_MSG_NEWSETELEM, NLM_F_REQUEST | NLM_F_CREATE),
+                Kind::Delete => (NFT_MSG_DELSETELEM, NLM_F_REQUEST),
+                Kind::Destroy => (NFT_MSG_DESTROYSETELEM, NLM_F_REQUEST),
             };
-            self.message(&mut out, (NFNL_SUBSYS_NFTABLES << 8) | kind, flags, NFPROTO_NETDEV, 0, &payload);
+            // Only the last message asks for an ACK: the kernel reports every failing one
+            // anyway, in order, before it, so one read tells success (each ACK is a
+            // datagram of its own: asking for all of them cost one read per operation).
+            let ack = if i + 1 == ops.len() { NLM_F_ACK } else { 0 };
+            self.message(
+                &mut out,
+                (NFNL_SUBSYS_NFTABLES << 8) | kind,
+                flags | ack,
+                NFPROTO_NETDEV,
+                0,
+                &payload,
+            );
         }
         let last = self.seq.wrapping_sub(1);
         self.message(&mut out, NFNL_MSG_BATCH_END, NLM_F_REQUEST, 0, NFNL_SUBSYS_NFTABLES.to_be(), &[]);
@@ -122,15 +133,16 @@ impl Batcher {
         self.acks(first, last)
     }
 
-    /// Waits for the ACK of every message in `first..=last` (sequence numbers); the first
-    /// error wins. An aborted batch may not acknowledge the messages after the failing one,
-    /// or may acknowledge them after its error: replies to other sequence numbers (an
-    /// earlier batch's leftovers) are skipped, so they never count for this one.
+    /// Waits for the ACK of the last message (`last`), or the first error of any message in
+    /// `first..=last` (sequence numbers), whichever comes first: errors are delivered in
+    /// the order of the messages, before the last one's ACK. An aborted batch may not
+    /// acknowledge the last message at all, but always reports its error. Replies to other
+    /// sequence numbers (an earlier batch's leftovers) are skipped, so they never count for
+    /// this one.
     fn acks(&mut self, first: u32, last: u32) -> io::Result<()> {
         let span = last.wrapping_sub(first);
-        let mut pending = span + 1;
-        let mut buf = vec![0u8; 8192];
-        while pending > 0 {
+        let mut buf = [0u8; 1024];
+        loop {
             let n = io::Read::read(&mut &self.sock, &mut buf)?;
             let bytes = &buf[..n];
             let mut at = 0;
@@ -143,12 +155,13 @@ impl Batcher {
                     if code != 0 {
                         return Err(io::Error::from_raw_os_error(-code));
                     }
-                    pending -= 1;
+                    if seq == last {
+                        return Ok(());
+                    }
                 }
                 at += (len.max(16) + 3) & !3;
             }
         }
-        Ok(())
     }
 
     /// Every element of `set` (one `NFT_MSG_GETSETELEM` dump, read to `NLMSG_DONE`).

@@ -93,6 +93,19 @@ impl IoBuf {
         }
     }
 
+    /// Makes room for `want` filled bytes, up to `limit`, now (a large body of known length
+    /// is about to stream through: one read per piece of up to `limit`, not per buffer
+    /// size). The buffer is then no longer its pool's size, so the pool drops it when it is
+    /// given back: the extra memory lives only as long as such a body.
+    pub fn widen(&mut self, want: usize, limit: usize) {
+        let target = want.min(limit);
+        if target > self.max {
+            self.data.reserve_exact(target - self.data.len());
+            self.cap = self.data.capacity();
+            self.max = self.cap;
+        }
+    }
+
     /// Free space at the back after [`IoBuf::for_read`]'s compaction (and growth).
     pub fn free(&self) -> usize {
         self.max - self.len()
@@ -181,6 +194,20 @@ mod tests {
         let v = b.for_read();
         assert_eq!((v.len(), v.capacity()), (3, cap), "compacted, never grown");
         assert_eq!(b.filled(), b"fgh");
+    }
+
+    #[test]
+    fn widening_takes_a_large_body_in_one_read_and_leaves_the_pool() {
+        let pool = BufPool::new(16, 1);
+        let mut b = pool.take();
+        b.widen(10, 64);
+        assert_eq!(b.capacity(), 16, "never narrower than it was");
+        b.extend(b"head");
+        b.widen(100, 64);
+        assert!(b.capacity() >= 64 && b.free() >= 60, "room for the limit at once");
+        assert_eq!(b.filled(), b"head");
+        pool.give(b);
+        assert_eq!(pool.free.borrow().len(), 0, "a widened buffer is not kept");
     }
 
     #[test]

@@ -180,11 +180,38 @@ impl Conns {
                 expired += 1;
                 return false;
             }
-            if since != 0 && waited >= park && !e.state.park.get() {
+            // Only keep-alive connections park; a fresh one waits where eviction looks first.
+            if since != 0 && waited >= park && !e.state.park.get() && e.state.get() == ConnState::Idle {
                 e.state.ask_park();
             }
             true
         });
         expired
+    }
+
+    /// A binary upgrade's hand-over: asks every connection waiting for a request to leave
+    /// (its task hands it to the new process), and closes those waiting that cannot leave
+    /// (TLS-terminated keep-alive ones: a rustls session cannot be passed on). Returns how
+    /// many were closed.
+    pub fn hand_over_waiting(&self) -> usize {
+        let mut closed = 0;
+        self.entries.borrow_mut().retain(|e| {
+            if e.task.is_finished() {
+                return false;
+            }
+            if e.state.waiting_since.get() == 0 || e.state.park.get() {
+                return true; // busy: it looks again at its next wait
+            }
+            if e.state.ask_park() {
+                return true;
+            }
+            if e.state.get() == ConnState::Idle {
+                e.task.abort();
+                closed += 1;
+                return false;
+            }
+            true
+        });
+        closed
     }
 }

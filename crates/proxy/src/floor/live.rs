@@ -40,6 +40,11 @@ impl Health {
         }
     }
 
+    /// The verdict named `name` (see [`Health::name`]).
+    pub fn from_name(name: &str) -> Option<Health> {
+        [Health::Unchecked, Health::Up, Health::Down].into_iter().find(|h| h.name() == name)
+    }
+
     fn from_u8(v: u8) -> Health {
         match v {
             1 => Health::Up,

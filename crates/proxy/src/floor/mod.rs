@@ -4,13 +4,15 @@
 //! rules `weights`), what the workers share (`shared`: the snapshot, `stats` counters,
 //! `live` figures, the `tables`), per-worker state (`worker`, `schedulers`, `pool`,
 //! `buf`, `conns`: the connections eviction may close, `parked`: idle keep-alive
-//! connections waiting outside the runtime), socket helpers (`io`, `stream`: plain or TLS client streams and the handshake),
+//! connections waiting outside the runtime, `handover`: idle connections leaving for a
+//! new binary), socket helpers (`io`, `stream`: plain or TLS client streams and the handshake),
 //! and the typed failure every step returns (`failure`).
 
 pub mod buf;
 pub mod conns;
 pub mod failure;
 pub mod group;
+pub mod handover;
 pub mod io;
 pub mod live;
 pub mod parked;

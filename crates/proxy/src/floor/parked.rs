@@ -183,6 +183,19 @@ impl Parked {
         oldest.is_some_and(|i| self.close(i))
     }
 
+    /// Takes every parked connection out of the set and the table (a binary upgrade hands
+    /// them to the new process); their counts go with them.
+    pub fn take_all(&self) -> Vec<Resting> {
+        let slots = std::mem::take(&mut *self.slab.borrow_mut());
+        let taken: Vec<Resting> = slots.slots.into_iter().flatten().collect();
+        if let Some(epoll) = &self.epoll {
+            for r in &taken {
+                let _ = epoll::delete(epoll, &r.stream);
+            }
+        }
+        taken
+    }
+
     /// Closes every parked connection (shutdown: none has a request in flight).
     pub fn close_all(&self) {
         let slots = std::mem::take(&mut *self.slab.borrow_mut());

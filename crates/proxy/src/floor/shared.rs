@@ -1,6 +1,6 @@
 //! What every worker, the health thread and the admin API share: the current snapshot,
-//! the counters, the tables of `floor::tables`, the open-connection count and the
-//! shutdown signal. Everything here is atomic, sharded or swapped whole (no lock on the
+//! the counters, the tables of `floor::tables`, the open-connection count, the
+//! shutdown signal and a binary upgrade's hand-over. Everything here is atomic, sharded or swapped whole (no lock on the
 //! data path); `snapshot_writer` serialises the writers of new snapshots.
 
 use crate::floor::live::ListenerLive;
@@ -42,6 +42,9 @@ pub struct Shared {
     /// Held by whoever builds and stores a new snapshot (reload, admin edits, the health
     /// loop dropping servers that finished leaving), so no update is lost between them.
     pub snapshot_writer: std::sync::Mutex<()>,
+    /// Set once a binary upgrade's new process serves: the workers stop accepting and
+    /// give their idle connections to it (`floor::handover`).
+    pub handover: std::sync::OnceLock<crate::floor::handover::Handover>,
     /// This node's membership in `[cluster]`, set once at start when configured.
     pub cluster: std::sync::OnceLock<Arc<cluster::Cluster>>,
 }

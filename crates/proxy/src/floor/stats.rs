@@ -172,6 +172,17 @@ counters! {
     /// One-way `migrate`: a move that failed (freeze, dump, the new agent's restore, the
     /// flip); the old server serves the request.
     MigrationsFailed => "migrations_failed",
+    /// HTTP/2 client connections (ALPN `h2`, or the preface on an `h2c` listener).
+    H2Connections => "h2_connections",
+    /// HTTP/2 streams opened by clients (each a request of its own).
+    H2Streams => "h2_streams",
+    /// HTTP/2 requests refused before translation to HTTP/1.1 (CR/LF/NUL in a value,
+    /// connection-specific fields, `:authority` disagreeing with `host`, a body longer or
+    /// shorter than its `content-length`, CONNECT): never forwarded.
+    H2Refused => "h2_refused",
+    /// HTTP/2 connections ended with a connection error (GOAWAY): malformed frames,
+    /// floods the `h2` crate refuses (rapid reset, CONTINUATION, SETTINGS, PING).
+    H2ConnectionErrors => "h2_connection_errors",
 }
 
 impl Counter {
@@ -201,6 +212,7 @@ impl Counter {
                 | TlsHandshakeFailed
                 | ClientAbortedBody
                 | ClientGone
+                | H2Refused
         )
     }
 }

@@ -1,4 +1,5 @@
-//! A client connection's byte stream: plain TCP, or TLS terminated by the switch. The
+//! A client connection's byte stream: plain TCP, TLS terminated by the switch, or an
+//! HTTP/2 stream piped in as one HTTP/1.1 request (`Piped`, made by the `http2` wing). The
 //! request phases are written against `AsyncRead` / `AsyncWrite`, so they take either;
 //! `split` gives independent halves (zero-cost for TCP; a shared lock for TLS, whose
 //! reads and writes share one session state). `handshake` makes the TLS kind, for HTTP
@@ -21,22 +22,71 @@ pub enum ClientStream {
     Plain(TcpStream),
     /// TLS terminated here (boxed: the session state is large, most connections are plain).
     Tls(Box<TlsStream<TcpStream>>),
+    /// One HTTP/2 stream, as the HTTP/1.1 request phases see it (boxed: rare, and its
+    /// facts are larger than a socket).
+    Piped(Box<Piped>),
+}
+
+/// An HTTP/2 stream given to the HTTP/1.1 request phases: one end of an in-memory pipe
+/// whose other end the `http2` wing writes the stream's request into (translated to
+/// HTTP/1.1) and reads the answer from, with the facts of the real connection.
+pub struct Piped {
+    /// The phases' end of the pipe.
+    pub io: tokio::io::DuplexStream,
+    /// The address the client connected to (`dstip`, `dstport`).
+    pub local: SocketAddr,
+    /// For a TLS connection: the server name the client sent and the TLS version.
+    pub tls: Option<(String, &'static str)>,
+}
+
+impl AsyncRead for Piped {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Piped {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
 }
 
 impl ClientStream {
-    /// The TCP socket underneath.
-    pub fn tcp(&self) -> &TcpStream {
+    /// The TCP socket underneath (`None` for a piped HTTP/2 stream).
+    pub fn tcp(&self) -> Option<&TcpStream> {
         match self {
-            ClientStream::Plain(s) => s,
-            ClientStream::Tls(s) => s.get_ref().0,
+            ClientStream::Plain(s) => Some(s),
+            ClientStream::Tls(s) => Some(s.get_ref().0),
+            ClientStream::Piped(_) => None,
         }
+    }
+
+    /// The address the client connected to, when it is known without asking the kernel
+    /// (a piped HTTP/2 stream).
+    pub fn known_local(&self) -> Option<SocketAddr> {
+        match self {
+            ClientStream::Piped(p) => Some(p.local),
+            _ => None,
+        }
+    }
+
+    /// Whether this is an HTTP/2 stream piped into the HTTP/1.1 phases.
+    pub fn is_piped(&self) -> bool {
+        matches!(self, ClientStream::Piped(_))
     }
 
     /// Whether the client has closed its side (or reset): the socket reads end-of-file now.
     /// Asks the kernel only when the reactor says the socket is readable; bytes the client
     /// sent ahead (a pipelined request) are left where they are.
     pub fn peer_closed(&self) -> bool {
-        let tcp = self.tcp();
+        // A piped stream's client is the HTTP/2 wing, which resets the stream itself.
+        let Some(tcp) = self.tcp() else { return false };
         let mut cx = Context::from_waker(std::task::Waker::noop());
         if tcp.poll_read_ready(&mut cx).is_pending() {
             return false;
@@ -53,11 +103,8 @@ impl ClientStream {
     /// TLS plaintext is buffered. A socket the reactor wrongly called readable has its
     /// readiness cleared, so the next wait really waits.
     pub fn has_bytes(&self) -> bool {
-        if self.is_tls() {
-            // Readiness there counts buffered plaintext too (`poll_read_ready`).
-            return true;
-        }
-        let tcp = self.tcp();
+        // TLS: readiness there counts buffered plaintext too (`poll_read_ready`).
+        let (false, Some(tcp)) = (self.is_tls(), self.tcp()) else { return true };
         let peek = || {
             let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
             socket2::SockRef::from(tcp).peek(&mut probe)
@@ -68,6 +115,9 @@ impl ClientStream {
     /// For a TLS connection: the server name the client sent (empty: none) and the
     /// negotiated version, for the access log.
     pub fn tls_facts(&self) -> Option<(&str, &'static str)> {
+        if let ClientStream::Piped(p) = self {
+            return p.tls.as_ref().map(|(sni, version)| (sni.as_str(), *version));
+        }
         let ClientStream::Tls(s) = self else { return None };
         let conn = s.get_ref().1;
         let version = match conn.protocol_version() {
@@ -81,7 +131,10 @@ impl ClientStream {
 
     /// Whether the switch terminates TLS on this connection.
     pub fn is_tls(&self) -> bool {
-        matches!(self, ClientStream::Tls(_))
+        match self {
+            ClientStream::Piped(p) => p.tls.is_some(),
+            other => matches!(other, ClientStream::Tls(_)),
+        }
     }
 
     /// Ready to read. For TLS this means the socket is readable or the session already
@@ -98,6 +151,7 @@ impl ClientStream {
                     Ok(false) => tcp.poll_read_ready(cx),
                 }
             }
+            ClientStream::Piped(_) => Poll::Ready(Ok(())),
         }
     }
 
@@ -126,6 +180,10 @@ impl ClientStream {
                 let (r, w) = tokio::io::split(&mut **s);
                 (ClientRead::Tls(r), ClientWrite::Tls(w))
             }
+            ClientStream::Piped(p) => {
+                let (r, w) = tokio::io::split(&mut **p);
+                (ClientRead::Piped(r), ClientWrite::Piped(w))
+            }
         }
     }
 }
@@ -136,6 +194,8 @@ pub enum ClientRead<'a> {
     Plain(TcpRead<'a>),
     /// TLS.
     Tls(ReadHalf<&'a mut TlsStream<TcpStream>>),
+    /// A piped HTTP/2 stream.
+    Piped(ReadHalf<&'a mut Piped>),
 }
 
 /// The write half of a [`ClientStream`].
@@ -144,6 +204,8 @@ pub enum ClientWrite<'a> {
     Plain(TcpWrite<'a>),
     /// TLS.
     Tls(WriteHalf<&'a mut TlsStream<TcpStream>>),
+    /// A piped HTTP/2 stream.
+    Piped(WriteHalf<&'a mut Piped>),
 }
 
 macro_rules! delegate_read {
@@ -194,10 +256,10 @@ macro_rules! delegate_write {
     };
 }
 
-delegate_read!(ClientStream, Plain, Tls);
-delegate_write!(ClientStream, Plain, Tls);
-delegate_read!(ClientRead<'_>, Plain, Tls);
-delegate_write!(ClientWrite<'_>, Plain, Tls);
+delegate_read!(ClientStream, Plain, Tls, Piped);
+delegate_write!(ClientStream, Plain, Tls, Piped);
+delegate_read!(ClientRead<'_>, Plain, Tls, Piped);
+delegate_write!(ClientWrite<'_>, Plain, Tls, Piped);
 
 /// The TLS handshake of a terminating listener, within `client_head`; failures are
 /// counted and logged, and close the connection.

@@ -34,8 +34,7 @@ use oneway::Steering;
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::{SocketAddr, SocketAddrV4};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -62,8 +61,18 @@ struct Flow {
 /// The live flows, by client.
 static FLOWS: LazyLock<Mutex<HashMap<SocketAddrV4, Flow>>> = LazyLock::new(Default::default);
 
-/// Where agents' reports go: the running sweep.
-static REPORTS: Mutex<Option<Sender<(u64, SocketAddrV4)>>> = Mutex::new(None);
+/// Agents' reports (hand-off, client, when it came) waiting for the sweep's next round.
+/// Not a channel: a report only starts a wait of [`REPORTED_QUIET`], so the sweep reads
+/// them on its tick instead of being woken for each one (a thread wake-up per hand-off
+/// was a tenth of the switch's CPU at a thousand hand-offs a second).
+static REPORTS: Mutex<Vec<(u64, SocketAddrV4, Instant)>> = Mutex::new(Vec::new());
+
+/// Whether a sweep runs (reports are kept only then).
+static SWEEPING: AtomicBool = AtomicBool::new(false);
+
+fn reports() -> MutexGuard<'static, Vec<(u64, SocketAddrV4, Instant)>> {
+    REPORTS.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn flows() -> MutexGuard<'static, HashMap<SocketAddrV4, Flow>> {
     FLOWS.lock().unwrap_or_else(|e| e.into_inner())
@@ -104,9 +113,8 @@ pub(super) fn unflip(client: SocketAddrV4, id: u64) -> io::Result<()> {
 /// An agent reported that hand-off `id`'s connection (client `client`) has closed.
 pub(super) fn reported(id: u64, client: SocketAddr) {
     let SocketAddr::V4(client) = client else { return };
-    let sender = REPORTS.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    if let Some(tx) = sender {
-        let _ = tx.send((id, client));
+    if SWEEPING.load(Ordering::Relaxed) {
+        reports().push((id, client, Instant::now()));
     }
 }
 
@@ -119,14 +127,13 @@ pub fn live_flows() -> Option<u64> {
 pub fn spawn(shared: Arc<Shared>) -> io::Result<Option<JoinHandle<()>>> {
     let Some(table) = steering::table() else { return Ok(None) };
     let steering = Steering::open(table)?;
-    let (tx, rx) = mpsc::channel();
-    *REPORTS.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+    SWEEPING.store(true, Ordering::Relaxed);
     let flow_timeout =
         shared.snapshot.load().config.oneway.as_ref().map_or(Duration::ZERO, |o| o.flow_timeout);
     let sweep =
         Sweep { steering, flow_timeout, pending: HashMap::new(), unlisted: HashSet::new(), warned: false };
     let thread =
-        std::thread::Builder::new().name("steering-sweep".into()).spawn(move || sweep.run(&rx, &shared))?;
+        std::thread::Builder::new().name("steering-sweep".into()).spawn(move || sweep.run(&shared))?;
     Ok(Some(thread))
 }
 
@@ -144,21 +151,14 @@ struct Sweep {
 }
 
 impl Sweep {
-    fn run(mut self, reports: &Receiver<(u64, SocketAddrV4)>, shared: &Shared) {
-        let mut next = Instant::now() + TICK;
+    fn run(mut self, shared: &Shared) {
         let mut sweeps = 0u32;
         while !shared.shutting_down.load(Ordering::Acquire) {
-            // Reports until the next sweep is due (a steady stream of them never delays it).
-            let now = Instant::now();
-            if now < next {
-                match reports.recv_timeout(next - now) {
-                    Ok((id, client)) => self.note(id, client),
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => std::thread::sleep(next - now),
-                }
-                continue;
+            std::thread::sleep(TICK);
+            let reported = std::mem::take(&mut *reports());
+            for (id, client, at) in reported {
+                self.note(id, client, at);
             }
-            next = now + TICK;
             self.sweep(&shared.stats);
             sweeps = sweeps.wrapping_add(1);
             if sweeps.is_multiple_of(RECONCILE_EVERY) {
@@ -168,9 +168,9 @@ impl Sweep {
     }
 
     /// A report for the hand-off that still owns the client's entry waits for quiet.
-    fn note(&mut self, id: u64, client: SocketAddrV4) {
+    fn note(&mut self, id: u64, client: SocketAddrV4, at: Instant) {
         if flows().get(&client).is_some_and(|f| f.id == id) {
-            self.pending.insert(client, (id, Instant::now()));
+            self.pending.insert(client, (id, at));
         }
     }
 

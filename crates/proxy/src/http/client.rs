@@ -25,6 +25,9 @@ pub struct Client {
     pub id: u64,
     /// A request of this connection has been answered by a server (`reuse = "safe"`).
     pub served: bool,
+    /// The connection opened with the HTTP/2 preface on a listener that takes it: the
+    /// HTTP/1.1 phases stop, and the roof hands the connection to the `http2` wing.
+    pub h2_preface: bool,
 }
 
 /// Per-connection state of the features that use it.
@@ -99,6 +102,28 @@ impl Client {
         Some(Resting { stream, peer, listener: listener as u32, since, id, served, extra })
     }
 
+    /// A connection another process served until now (a binary upgrade), between two
+    /// requests.
+    pub fn adopted(
+        stream: tokio::net::TcpStream,
+        peer: SocketAddr,
+        state: Slot,
+        id: u64,
+        served: bool,
+    ) -> Client {
+        // An HTTP/1.1 connection between requests: the preface can only open a connection.
+        Client {
+            stream: ClientStream::Plain(stream),
+            peer,
+            buf: None,
+            pins: None,
+            state,
+            id,
+            served,
+            h2_preface: false,
+        }
+    }
+
     /// A parked connection served again, its socket back in the runtime (`None`: it could
     /// not be registered, and is closed).
     pub fn wake(r: Resting, state: Slot) -> Option<Client> {
@@ -112,6 +137,7 @@ impl Client {
             state,
             id: r.id,
             served: r.served,
+            h2_preface: false,
         })
     }
 }

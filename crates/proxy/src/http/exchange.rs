@@ -170,6 +170,10 @@ async fn race<T>(
     }
 }
 
+/// The most of a request body of known length read (and written) at once; a buffer widens
+/// to it while such a body streams (nginx reads bodies into up to `client_body_buffer_size`).
+const BODY_PIECE: usize = 64 * 1024;
+
 /// Streams the rest of the request body from the client to the server.
 async fn pump_body<R, W>(
     cr: &mut R,
@@ -184,6 +188,10 @@ where
     W: AsyncWrite + Unpin,
 {
     let t = &snap.config.timeouts;
+    if let Some(left) = body.remaining() {
+        // 64 KiB of body through a 16 KiB buffer was four reads and four writes.
+        cbuf.widen(cbuf.len().saturating_add(usize::try_from(left).unwrap_or(usize::MAX)), BODY_PIECE);
+    }
     loop {
         if cbuf.is_empty() {
             match read_some(cr, cbuf, Instant::now() + t.client_io).await {

@@ -46,18 +46,30 @@ pub(crate) fn client(open: &Open, stream: ClientStream, peer: SocketAddr, state:
     let worker = &open.worker;
     let prealloc = prealloc::start(worker, &worker.shared.snapshot.load(), open.listener(), peer);
     let pins = prealloc.map(|p| Box::new(Pins { prealloc: Some(p), ..Pins::default() }));
-    Client { stream, peer, buf: None, pins, state, id: worker.client_id(), served: false }
+    Client { stream, peer, buf: None, pins, state, id: worker.client_id(), served: false, h2_preface: false }
+}
+
+/// One HTTP/2 stream, piped in as an HTTP/1.1 request on `client` (the `http2` wing made
+/// it): the same phases as any request, on the snapshot current now.
+pub(crate) async fn serve_piped(worker: &Worker, listener: usize, client: &mut Client) {
+    Box::pin(serve_one(worker, listener, client)).await;
 }
 
 /// Serves one HTTP client connection to its end, or until it parks (`floor::parked`: the
-/// worker's resume loop serves it again with [`resume`]). Everything this future holds is
+/// worker's resume loop serves it again with [`resume`]). A connection that opened with
+/// the HTTP/2 preface on a listener that takes it goes to `h2` (the `http2` wing, which
+/// this wing does not import), with the bytes read. Everything this future holds is
 /// held by every connection, silent ones included: keep it to the open-connection guard
 /// and the client.
 ///
 /// Not an `async fn`: one would copy its arguments into locals and hold both copies (a
 /// second `Client`) for the connection's whole life; the block uses the captured ones.
 #[allow(clippy::manual_async_fn)] // on purpose: see above
-pub(crate) fn serve(mut open: Open, mut client: Client) -> impl std::future::Future<Output = ()> {
+pub(crate) fn serve<H, F>(mut open: Open, mut client: Client, h2: H) -> impl std::future::Future<Output = ()>
+where
+    H: FnOnce(Open, Client) -> F,
+    F: std::future::Future<Output = ()>,
+{
     async move {
         loop {
             match wait_for_request(&open.worker, &mut client).await {
@@ -71,6 +83,10 @@ pub(crate) fn serve(mut open: Open, mut client: Client) -> impl std::future::Fut
             // Boxed: the request phases hold far more state than an idle connection needs,
             // and an unboxed future would reserve that space in every idle connection.
             let keep = Box::pin(serve_one(&open.worker, open.listener(), &mut client)).await;
+            if client.h2_preface {
+                // Boxed: only such a connection holds the HTTP/2 wing's state.
+                return Box::pin(h2(open, client)).await;
+            }
             if !keep || open.worker.shutting_down() {
                 break;
             }
@@ -94,6 +110,11 @@ fn park(open: Open, client: Client) -> Option<(Open, Client)> {
     }
     let state = std::rc::Rc::clone(&client.state);
     let resting = client.rest(open.listener())?;
+    if let Some(handover) = open.worker.shared.handover.get() {
+        // A binary upgrade: the connection leaves for the new process instead.
+        let resting = crate::floor::handover::move_out(&open.worker.shared, handover, resting).err()?;
+        return Client::wake(resting, state).map(|c| (open, c));
+    }
     match open.worker.parked.park(resting) {
         Ok(()) => {
             open.worker.shared.stats.inc(Counter::Parked);
@@ -129,11 +150,14 @@ async fn serve_one(worker: &Worker, listener: usize, client: &mut Client) -> boo
     keep
 }
 
-/// Only a plain keep-alive connection parks (a TLS session cannot leave its task; a fresh
-/// one is left where admission's eviction looks for it first). Asked at each poll rather
-/// than kept: every waiting connection's future would carry the answer.
+/// Only a plain connection parks (a TLS session cannot leave its task), and only a
+/// keep-alive one when asked by the housekeeping (a fresh one is left where admission's
+/// eviction looks for it first; a binary upgrade's hand-over asks fresh ones too). Asked at
+/// each poll rather than kept: every waiting connection's future would carry the answer.
 fn may_park(worker: &Worker, client: &Client) -> bool {
-    client.state.get() == ConnState::Idle && !client.stream.is_tls() && worker.parked.enabled()
+    let waiting = matches!(client.state.get(), ConnState::Idle | ConnState::Fresh);
+    let can_leave = worker.parked.enabled() || worker.shared.handover.get().is_some();
+    waiting && !client.stream.is_tls() && can_leave
 }
 
 /// What a connection waiting for its next request does next.
@@ -158,6 +182,11 @@ async fn wait_for_request(worker: &Worker, client: &mut Client) -> Next {
     }
     if client.state.get() == ConnState::Busy {
         client.state.set(ConnState::Idle);
+    }
+    if worker.shared.handover.get().is_some() {
+        // A binary upgrade: between requests, a plain connection moves to the new process
+        // and a TLS-terminated one closes (its session cannot move).
+        return if client.stream.is_tls() { Next::Close } else { Next::Park };
     }
     // The idle timeout is enforced by the worker's housekeeping (`floor::conns`), which
     // closes this connection if it waits too long: no timer here, see `Watch`.

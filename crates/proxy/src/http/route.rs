@@ -74,7 +74,7 @@ impl Txn<'_> {
             head: buf.filled(),
             req: &self.s.req,
             src: self.client.peer,
-            dst: Dst::Socket(self.client.stream.tcp()),
+            dst: Dst::of(&self.client.stream),
             body: Body { bytes: &self.s.payload, complete: self.s.body_complete },
         };
         let ask = Ask {
@@ -124,12 +124,8 @@ impl Txn<'_> {
         let g = self.snap.group(group);
         self.s.has_key = false;
         let (Some(buf), true) = (self.client.buf.as_ref(), g.scheduler.uses_key()) else { return };
-        let view = HeadView::head_only(
-            buf.filled(),
-            &self.s.req,
-            self.client.peer,
-            Dst::Socket(self.client.stream.tcp()),
-        );
+        let view =
+            HeadView::head_only(buf.filled(), &self.s.req, self.client.peer, Dst::of(&self.client.stream));
         self.s.has_key = extract_key(&g.hash_key, &view, &mut self.s.key);
     }
 

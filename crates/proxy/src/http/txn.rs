@@ -75,9 +75,29 @@ impl Txn<'_> {
                 self.on_closed_in_head();
                 return false;
             }
+            Err(HeadFail::Refuse(_, _)) if self.opens_with_h2_preface() => {
+                // Not a request: the connection speaks HTTP/2 (`serve` hands it over).
+                self.null = true;
+                self.client.h2_preface = true;
+                return false;
+            }
             Err(HeadFail::Refuse(r, counter)) => return self.refuse_counted(r, counter).await,
         }
         Box::pin(self.after_head()).await
+    }
+
+    /// Whether the connection's first bytes are the HTTP/2 connection preface (RFC 9113
+    /// §3.4) and its listener takes HTTP/2 that way. Asked only when the head was refused
+    /// (the preface's start line is `PRI * HTTP/2.0`), so HTTP/1.1 pays nothing for it.
+    fn opens_with_h2_preface(&self) -> bool {
+        const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+        let Some(buf) = self.client.buf.as_ref() else { return false };
+        let seen = &buf.filled()[..buf.len().min(PREFACE.len())];
+        self.client.state.get() == ConnState::Fresh
+            && !self.client.stream.is_piped()
+            && seen.len() >= 16
+            && PREFACE.starts_with(seen)
+            && self.snap.config.listeners[self.listener].takes_h2_preface()
     }
 
     /// Admit, route, and answer or forward.
@@ -178,7 +198,7 @@ impl Txn<'_> {
         };
         let tls = self.client.stream.tls_facts();
         let details = Details {
-            version: self.s.log.version,
+            version: if self.client.stream.is_piped() { "HTTP/2.0" } else { self.s.log.version },
             host: &self.s.log.host,
             user_agent: &self.s.log.user_agent,
             real_client: self.s.log.real_client,

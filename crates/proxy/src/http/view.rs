@@ -2,6 +2,7 @@
 //! plus the body buffered so far. Every accessor is a slice of bytes already in memory.
 //! Used by the route phase, the hash keys, and `explain`.
 
+use crate::floor::stream::ClientStream;
 use http1::RequestHead;
 use rules::Body;
 use std::net::SocketAddr;
@@ -30,6 +31,17 @@ pub enum Dst<'a> {
     Socket(&'a TcpStream),
     /// Known already (`explain`).
     Known(SocketAddr),
+}
+
+impl<'a> Dst<'a> {
+    /// Where the client of `stream` connected: its socket, or the address a piped HTTP/2
+    /// stream carries.
+    pub fn of(stream: &'a ClientStream) -> Dst<'a> {
+        match stream.tcp() {
+            Some(tcp) => Dst::Socket(tcp),
+            None => Dst::Known(stream.known_local().unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))),
+        }
+    }
 }
 
 impl<'a> HeadView<'a> {

@@ -19,14 +19,16 @@ pub fn acceptors(config: &Config) -> Result<Vec<Option<TlsAcceptor>>, String> {
         .iter()
         .map(|l| match &l.tls {
             None => Ok(None),
-            Some(pairs) => acceptor(pairs, l.protocol == config::Protocol::Http)
+            Some(pairs) => acceptor(pairs, (l.protocol == config::Protocol::Http).then_some(&l.http2.alpn))
                 .map(Some)
                 .map_err(|e| format!("listener '{}': {e}", l.name)),
         })
         .collect()
 }
 
-fn acceptor(pairs: &[CertKey], http: bool) -> Result<TlsAcceptor, String> {
+/// `alpn`: what an HTTP listener offers (`h2`, `http/1.1`, in the listener's order);
+/// `None` for mail listeners (STARTTLS clients send no ALPN).
+fn acceptor(pairs: &[CertKey], alpn: Option<&Vec<String>>) -> Result<TlsAcceptor, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let keys = pairs.iter().map(|p| certified_key(p, &provider)).collect::<Result<Vec<_>, _>>()?;
     let mut server = rustls::ServerConfig::builder_with_provider(provider)
@@ -34,9 +36,10 @@ fn acceptor(pairs: &[CertKey], http: bool) -> Result<TlsAcceptor, String> {
         .map_err(|e| e.to_string())?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(BySni { keys }));
-    // Only HTTP/1.x is spoken behind an HTTP terminator; mail clients (STARTTLS) send no ALPN.
-    if http {
-        server.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // A client that offers none of these gets a handshake failure (RFC 7301 §3.2); one
+    // that sends no ALPN at all speaks HTTP/1.1 (or HTTP/2 with prior knowledge).
+    if let Some(alpn) = alpn {
+        server.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
     }
     Ok(TlsAcceptor::from(Arc::new(server)))
 }

@@ -72,6 +72,12 @@ impl StickyIp {
         self.table.load().entries.retain_servers(keep);
     }
 
+    /// Up to `limit` live entries with how long each has been idle (a binary upgrade
+    /// carries them to the new process).
+    pub fn entries(&self, now: Instant, limit: usize) -> Vec<((usize, IpAddr), u64, Duration)> {
+        self.table.load().entries.entries(now, limit)
+    }
+
     /// Entries held (expired ones not yet removed included).
     pub fn len(&self) -> usize {
         self.table.load().entries.len()

@@ -1,0 +1,132 @@
+//! System calls per keep-alive request, counted by `strace -c` on the running switch
+//! (issue 14, "keep it true"): the epoll floor of a readiness-based proxy is 4 (a read and a
+//! write on each side); the benchmark harness measures 4.04. A change that adds a system
+//! call per request (a wake-up, a `getsockname`, an `EAGAIN` read) fails here, without timing
+//! anything.
+//!
+//! Needs `strace` (installed by `.ci/run`, which sets `CSWITCH_REQUIRE_STRACE=1` so a missing
+//! tool fails instead of skipping) and the right to trace a child (root, or ptrace_scope 0).
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
+mod common;
+
+use common::{tempdir, Running};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Concurrent keep-alive clients: enough that one `epoll_wait` finds several ready, as in
+/// the harness's 64-connection workload.
+const CLIENTS: usize = 64;
+/// Requests per client while traced.
+const REQUESTS: usize = 60;
+/// The issue's bound.
+const MAX_PER_REQUEST: f64 = 4.1;
+
+fn config(origin: SocketAddr) -> String {
+    format!(
+        "[global]\nworkers = 1\ngrace_period = \"0s\"\n[access_log]\nenabled = false\n\
+         [[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"web\"\n\
+         [[group]]\nname = \"web\"\nservers = [ {{ name = \"o1\", addr = \"{origin}\" }} ]\n"
+    )
+}
+
+fn addr_in(line: &str) -> SocketAddr {
+    let field = line.split_whitespace().find_map(|w| w.strip_prefix("addr=")).unwrap();
+    field.parse().unwrap_or_else(|_| panic!("{line}"))
+}
+
+fn strace_usable() -> bool {
+    let ok =
+        Command::new("strace").args(["-c", "-o", "/dev/null", "true"]).status().is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CSWITCH_REQUIRE_STRACE").is_none(),
+            "strace is required here and cannot run"
+        );
+        eprintln!("skipped: strace missing or not allowed to trace");
+    }
+    ok
+}
+
+/// Opens the clients' keep-alive connections.
+async fn connect(web: SocketAddr) -> Vec<testkit::RawClient> {
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        clients.push(testkit::RawClient::connect(web).await.unwrap());
+    }
+    clients
+}
+
+/// Each client sends `n` requests on its connection, one at a time, all clients at once.
+async fn send(clients: Vec<testkit::RawClient>, n: usize) -> Vec<testkit::RawClient> {
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .map(|mut c| {
+            tokio::spawn(async move {
+                for _ in 0..n {
+                    c.send(b"GET /s HTTP/1.1\r\nHost: t\r\n\r\n").await.unwrap();
+                    assert_eq!(c.read_response().await.unwrap().status, 200);
+                }
+                c
+            })
+        })
+        .collect();
+    let mut back = Vec::new();
+    for t in tasks {
+        back.push(t.await.unwrap());
+    }
+    back
+}
+
+/// The `calls` column of strace's summary line.
+fn total_calls(summary: &str) -> u64 {
+    let line =
+        summary.lines().find(|l| l.trim_end().ends_with(" total")).unwrap_or_else(|| panic!("{summary}"));
+    line.split_whitespace().nth(3).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("{line}"))
+}
+
+#[test]
+fn a_keep_alive_request_costs_at_most_4_1_system_calls() {
+    if !strace_usable() {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let origin = rt.block_on(testkit::Origin::start("o1"));
+    let dir = tempdir("syscalls");
+    let path = dir.join("cswitch.toml");
+    std::fs::write(&path, config(origin.addr())).unwrap();
+    let run = Running::start(&path);
+    let web = addr_in(&run.wait_for("listening"));
+    // Warm up: client and server connections open (the traced window opens none), buffers
+    // and pools allocated.
+    let clients = rt.block_on(async { send(connect(web).await, 5).await });
+
+    let out = dir.join("strace.txt");
+    let mut strace = Command::new("strace")
+        .args(["-c", "-f", "-o"])
+        .arg(&out)
+        .args(["-p", &run.child.id().to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // strace says "attached" for each thread once tracing has started.
+    let attached = common::log_lines(strace.stderr.take().unwrap());
+    common::wait_for(&attached, "attached");
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    let clients = rt.block_on(send(clients, REQUESTS));
+    assert!(started.elapsed() < Duration::from_secs(60), "bounded");
+    Command::new("kill").args(["-INT", &strace.id().to_string()]).status().unwrap();
+    strace.wait().unwrap();
+    drop(clients);
+
+    let summary = std::fs::read_to_string(&out).unwrap();
+    let per_request = total_calls(&summary) as f64 / (CLIENTS * REQUESTS) as f64;
+    eprintln!("{per_request:.3} system calls per keep-alive request:\n{summary}");
+    assert!(
+        per_request <= MAX_PER_REQUEST,
+        "{per_request:.2} system calls per keep-alive request (bound {MAX_PER_REQUEST}):\n{summary}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,225 @@
+//! The HTTP/2 wing (issue 15): HTTP/2 from clients, through ALPN `h2` on TLS-terminating
+//! listeners and with prior knowledge (the connection preface) on plain ones. The `h2`
+//! crate speaks the protocol (frames, HPACK, flow control, its flood limits); this wing
+//! makes each stream a request of its own that runs the HTTP/1.1 wing's phases unchanged
+//! (rules, the one routing decision, persistence, pooled server connections, the switch's
+//! answers, the access log and counters): the stream is translated to an HTTP/1.1 request,
+//! checked against smuggling on the way (`request`), piped into those phases
+//! (`floor::stream::Piped`), and the answer read back and translated (`response`).
+//! Streams of one connection run concurrently and may go to different servers.
+//!
+//! | part | file |
+//! |---|---|
+//! | the connection: handshake, settings, streams, idle end, shutdown | `mod.rs` |
+//! | bytes read before the wing took over (the preface) | `rewind.rs` |
+//! | one stream: the pipe, the request body, the answer | `stream.rs` |
+//! | h2 request → HTTP/1.1 head, with the smuggling checks | `request.rs` |
+//! | HTTP/1.1 response → h2 response | `response.rs` |
+//!
+//! Why a pipe into the HTTP/1.1 phases rather than phases of its own: `docs/adr/`
+//! (HTTP/2 streams through the HTTP/1.1 phases).
+
+mod request;
+mod response;
+mod rewind;
+mod stream;
+
+use crate::floor::conns::{ConnState, Slot};
+use crate::floor::stats::{Counter, Stats};
+use crate::floor::stream::ClientStream;
+use crate::floor::worker::{BusyGuard, Open, Worker};
+use crate::http::Client;
+use rewind::Rewind;
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::task::JoinSet;
+
+/// Streams a client may open and reset before the switch has answered them, before the
+/// connection is closed with ENHANCE_YOUR_CALM (rapid reset, CVE-2023-44487).
+const MAX_PENDING_RESETS: usize = 20;
+
+/// Streams the switch may reset for a client's errors before it closes the connection.
+const MAX_ERROR_RESETS: usize = 100;
+
+/// Whether the TLS handshake chose HTTP/2 (ALPN `h2`).
+pub fn negotiated(stream: &ClientStream) -> bool {
+    let ClientStream::Tls(tls) = stream else { return false };
+    tls.get_ref().1.alpn_protocol() == Some(b"h2")
+}
+
+/// Serves an HTTP/2 connection whose TLS handshake chose `h2`.
+pub async fn serve(open: Open, stream: ClientStream, peer: SocketAddr, state: Slot) {
+    let conn = Conn::new(&open, &stream, peer, state);
+    run(&open, conn, stream).await;
+}
+
+/// Serves a connection the HTTP/1.1 wing found opening with the HTTP/2 preface: what it
+/// read is given to the `h2` crate first.
+pub async fn serve_after_preface(open: Open, mut client: Client) {
+    let read = client.buf.take().map(|b| b.filled().to_vec()).unwrap_or_default();
+    let conn = Conn::new(&open, &client.stream, client.peer, Rc::clone(&client.state));
+    run(&open, conn, Rewind::new(read, client.stream)).await;
+}
+
+/// What every stream of a connection shares.
+pub(crate) struct Conn {
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    pub tls: Option<(String, &'static str)>,
+    /// The connection's id for the server pools (`reuse = "never"` keeps a pooled server
+    /// connection to the client connection that used it).
+    pub id: u64,
+    /// A stream of this connection has been answered by a server (`reuse = "safe"`).
+    pub served: Cell<bool>,
+    state: Slot,
+}
+
+impl Conn {
+    fn new(open: &Open, stream: &ClientStream, peer: SocketAddr, state: Slot) -> Conn {
+        let local = stream.tcp().and_then(|t| t.local_addr().ok());
+        let tls = stream.tls_facts().map(|(sni, version)| (sni.to_string(), version));
+        Conn {
+            peer,
+            local: local.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
+            tls,
+            id: open.worker.client_id(),
+            served: Cell::new(false),
+            state,
+        }
+    }
+}
+
+/// The connection: handshake, then streams until the client ends it, it errs, it idles
+/// past `client_idle`, or the switch shuts down (GOAWAY, in-flight streams finish).
+async fn run<T>(open: &Open, conn: Conn, io: T)
+where
+    T: AsyncRead + AsyncWrite + Unpin + 'static,
+{
+    let worker = &open.worker;
+    let snap = worker.shared.snapshot.load_full();
+    let Some(mut h2) = handshake(worker, &conn, &snap, io).await else { return };
+    let conn = Rc::new(conn);
+    let mut streams = JoinSet::new();
+    let mut closing = false;
+    // Once shutdown starts, the connection counts as a request in progress until its
+    // streams' answers are written out and GOAWAY sent (the phases' own count ends when
+    // an answer is in the pipe, before this connection has sent it).
+    let mut draining: Option<BusyGuard> = None;
+    // Streams still running on the switch's side, answered or not: past this the client
+    // has opened streams faster than it let them finish, by resetting them (the crate
+    // frees a client's stream count at its RST_STREAM, while the request goes on here).
+    let max_running = 2 * snap.config.limits.h2_max_concurrent_streams;
+    loop {
+        conn.state.set(if streams.is_empty() { ConnState::Idle } else { ConnState::Busy });
+        let idle = idle_wait(streams.is_empty(), snap.config.timeouts.client_idle);
+        tokio::select! {
+            next = h2.accept() => match next {
+                Some(Ok(_)) if streams.len() >= max_running => {
+                    rapid_reset(worker, &conn, &mut h2);
+                    streams.abort_all();
+                    closing = true;
+                }
+                Some(Ok((req, respond))) => {
+                    worker.shared.stats.inc(Counter::H2Streams);
+                    let s = stream::serve(Rc::clone(worker), open.listener(), Rc::clone(&conn), req, respond);
+                    // A task-local does not pass to spawned tasks: each stream says its listener.
+                    streams.spawn_local(Box::pin(Stats::on_listener(open.listener(), s)));
+                }
+                Some(Err(e)) => return connection_error(worker, &conn, &e),
+                None => return,
+            },
+            Some(_) = streams.join_next(), if !streams.is_empty() => {}
+            () = idle, if !closing => {
+                closing = true;
+                h2.graceful_shutdown();
+            }
+            () = worker.shutdown.notified(), if !closing => {
+                closing = true;
+                h2.graceful_shutdown();
+            }
+        }
+        if worker.shutting_down() && draining.is_none() {
+            draining = Some(BusyGuard::new(worker));
+            if !closing {
+                closing = true;
+                h2.graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// The server side of the HTTP/2 handshake (the client's preface and SETTINGS), within
+/// `client_head`; counted.
+async fn handshake<T>(
+    worker: &Worker,
+    conn: &Conn,
+    snap: &crate::floor::snapshot::Snapshot,
+    io: T,
+) -> Option<h2::server::Connection<T, bytes::Bytes>>
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    match tokio::time::timeout(snap.config.timeouts.client_head, builder(snap).handshake(io)).await {
+        Ok(Ok(h2)) => {
+            worker.shared.stats.inc(Counter::H2Connections);
+            Some(h2)
+        }
+        Ok(Err(e)) => {
+            connection_error(worker, conn, &e);
+            None
+        }
+        Err(_) => {
+            worker.shared.stats.inc(Counter::HeadTimeout);
+            None
+        }
+    }
+}
+
+/// The server settings: stream and header-list limits like HTTP/1.1's, and the `h2`
+/// crate's flood limits.
+fn builder(snap: &crate::floor::snapshot::Snapshot) -> h2::server::Builder {
+    let mut b = h2::server::Builder::new();
+    let limits = &snap.config.limits;
+    let head = u32::try_from(limits.max_head_bytes).unwrap_or(u32::MAX);
+    let streams = u32::try_from(limits.h2_max_concurrent_streams).unwrap_or(u32::MAX);
+    b.max_concurrent_streams(streams)
+        .max_header_list_size(head)
+        .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
+        .max_local_error_reset_streams(Some(MAX_ERROR_RESETS))
+        .max_send_buffer_size(64 * 1024);
+    b
+}
+
+/// Waits `limit` while the connection has no stream; forever while it has some.
+async fn idle_wait(no_streams: bool, limit: Duration) {
+    if no_streams {
+        tokio::time::sleep(limit).await;
+    } else {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Ends a connection whose client resets streams to open more than it may (rapid reset,
+/// CVE-2023-44487): GOAWAY ENHANCE_YOUR_CALM (sent as the connection is polled on); its
+/// streams in progress are abandoned.
+fn rapid_reset<T>(worker: &Worker, conn: &Conn, h2: &mut h2::server::Connection<T, bytes::Bytes>)
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    worker.shared.stats.inc(Counter::H2ConnectionErrors);
+    tracing::warn!(client = %conn.peer, "HTTP/2 client reset streams faster than they ended; connection closed");
+    h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+}
+
+/// A connection that ended in error: counted and logged when the client broke the
+/// protocol (an I/O error is just a client that went away).
+fn connection_error(worker: &Worker, conn: &Conn, e: &h2::Error) {
+    if e.is_io() {
+        return;
+    }
+    worker.shared.stats.inc(Counter::H2ConnectionErrors);
+    tracing::info!(client = %conn.peer, error = %e, "HTTP/2 connection error");
+}

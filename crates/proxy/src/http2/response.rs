@@ -1,0 +1,184 @@
+//! The answer the request phases wrote (HTTP/1.1, on the pipe) read back and sent on the
+//! stream: interim 1xx answers skipped, the status and fields as an HTTP/2 response
+//! without the connection-specific ones (RFC 9113 §8.2.2), the body de-chunked into DATA
+//! frames as the client's flow control allows. A client that opens no window within
+//! `client_io` (a zero-window stall) has its stream reset.
+
+use crate::floor::stats::{Counter, Stats};
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::SendStream;
+use http1::{BodyKind, BodyScanner, HeadLimits, Parse, ResponseHead};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// How relaying the answer ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Relayed {
+    /// The whole answer went to the client.
+    Complete,
+    /// The phases closed the pipe without an answer (a rule's drop, or a failure after
+    /// which nothing could be said): the stream is reset.
+    NoAnswer,
+    /// The client reset the stream or the connection went away, or a stall.
+    Broken,
+}
+
+/// Fields an HTTP/2 response must not carry.
+const CONNECTION_SPECIFIC: &[&str] =
+    &["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"];
+
+/// What the relay needs to know.
+pub struct RelayCtx<'a> {
+    pub stats: &'a Stats,
+    pub limits: HeadLimits,
+    pub is_head: bool,
+    pub client_io: Duration,
+}
+
+/// Reads the answer from `pipe` and sends it on `respond`.
+pub async fn relay<R: AsyncRead + Unpin>(
+    pipe: &mut R,
+    respond: &mut SendResponse<Bytes>,
+    ctx: &RelayCtx<'_>,
+) -> Relayed {
+    let mut buf = Vec::with_capacity(16 * 1024);
+    let mut head = ResponseHead::new();
+    if final_head(pipe, &mut buf, &mut head, ctx).await.is_none() {
+        return Relayed::NoAnswer;
+    }
+    let response = translate(&buf, &head);
+    let no_body = head.body == BodyKind::None;
+    let Ok(mut send) = respond.send_response(response, no_body) else { return Relayed::Broken };
+    buf.drain(..head.head_len);
+    if no_body {
+        return Relayed::Complete;
+    }
+    body(pipe, &mut buf, head.body, &mut send, ctx).await
+}
+
+/// Reads until `buf` starts with a final (non-1xx) head; `None`: the pipe closed first,
+/// or what came is not a head (the phases write only valid ones: a failure there).
+async fn final_head<R: AsyncRead + Unpin>(
+    pipe: &mut R,
+    buf: &mut Vec<u8>,
+    head: &mut ResponseHead,
+    ctx: &RelayCtx<'_>,
+) -> Option<()> {
+    let limits = HeadLimits { max_head_bytes: ctx.limits.max_head_bytes.max(64 * 1024), ..ctx.limits };
+    loop {
+        if !buf.is_empty() {
+            match head.parse(buf, &limits, ctx.is_head) {
+                Ok(Parse::Complete) if head.is_interim() => {
+                    buf.drain(..head.head_len);
+                    continue;
+                }
+                Ok(Parse::Complete) => return Some(()),
+                Ok(Parse::Partial) => {}
+                Err(_) => return None,
+            }
+        }
+        if pipe.read_buf(buf).await.ok()? == 0 {
+            return None;
+        }
+    }
+}
+
+/// The status and fields, without the connection-specific ones (and those `Connection`
+/// names).
+fn translate(buf: &[u8], head: &ResponseHead) -> http::Response<()> {
+    let named_by_connection: Vec<&[u8]> = head
+        .headers
+        .iter()
+        .filter(|h| h.name.slice(buf).eq_ignore_ascii_case(b"connection"))
+        .flat_map(|h| h.value.slice(buf).split(|b| *b == b','))
+        .map(<[u8]>::trim_ascii)
+        .collect();
+    let mut response = http::Response::new(());
+    *response.status_mut() = http::StatusCode::from_u16(head.status).unwrap_or(http::StatusCode::BAD_GATEWAY);
+    let fields = response.headers_mut();
+    for h in &head.headers {
+        let (name, value) = (h.name.slice(buf), h.value.slice(buf));
+        let hop = |n: &[u8]| n.eq_ignore_ascii_case(name);
+        if CONNECTION_SPECIFIC.iter().any(|c| hop(c.as_bytes())) || named_by_connection.iter().any(|c| hop(c))
+        {
+            continue;
+        }
+        let (Ok(name), Ok(value)) =
+            (http::HeaderName::from_bytes(name), http::HeaderValue::from_bytes(value))
+        else {
+            continue; // the HTTP/1.1 parser let it through; HTTP/2 cannot carry it
+        };
+        fields.append(name, value);
+    }
+    response
+}
+
+/// Streams the body as DATA frames, de-chunked, within the client's flow control.
+async fn body<R: AsyncRead + Unpin>(
+    pipe: &mut R,
+    buf: &mut Vec<u8>,
+    kind: BodyKind,
+    send: &mut SendStream<Bytes>,
+    ctx: &RelayCtx<'_>,
+) -> Relayed {
+    let mut scanner = BodyScanner::new(kind, u64::MAX);
+    let mut data = Vec::new();
+    loop {
+        let (consumed, done) = if buf.is_empty() {
+            (0, false)
+        } else {
+            match scanner.scan_data(buf, |d| data.extend_from_slice(d)) {
+                Ok(scan) => (scan.consumed, scan.done),
+                Err(_) => return reset(send, Relayed::Broken),
+            }
+        };
+        buf.drain(..consumed);
+        if !data.is_empty() && send_data(send, Bytes::from(std::mem::take(&mut data)), ctx).await.is_err() {
+            return reset(send, Relayed::Broken);
+        }
+        if done {
+            return end(send);
+        }
+        match pipe.read_buf(buf).await {
+            Ok(0) if kind == BodyKind::UntilClose => return end(send),
+            Ok(0) | Err(_) => return reset(send, Relayed::NoAnswer),
+            Ok(_) => {}
+        }
+    }
+}
+
+fn end(send: &mut SendStream<Bytes>) -> Relayed {
+    match send.send_data(Bytes::new(), true) {
+        Ok(()) => Relayed::Complete,
+        Err(_) => Relayed::Broken,
+    }
+}
+
+fn reset(send: &mut SendStream<Bytes>, why: Relayed) -> Relayed {
+    send.send_reset(h2::Reason::CANCEL);
+    why
+}
+
+/// Sends `data` as the client's window opens; a window that stays shut for `client_io`
+/// is a stall (counted as a client timeout).
+async fn send_data(send: &mut SendStream<Bytes>, mut data: Bytes, ctx: &RelayCtx<'_>) -> Result<(), ()> {
+    while !data.is_empty() {
+        send.reserve_capacity(data.len());
+        let capacity = std::future::poll_fn(|cx| send.poll_capacity(cx));
+        match tokio::time::timeout(ctx.client_io, capacity).await {
+            Ok(Some(Ok(0))) => continue,
+            Ok(Some(Ok(n))) => {
+                let part = data.split_to(n.min(data.len()));
+                send.send_data(part, false).map_err(drop)?;
+            }
+            Ok(Some(Err(_)) | None) => return Err(()),
+            Err(_) => {
+                ctx.stats.inc(Counter::ClientTimeout);
+                tracing::info!("HTTP/2 client opened no flow-control window in time; stream reset");
+                return Err(());
+            }
+        }
+    }
+    Ok(())
+}
