@@ -27,8 +27,8 @@ fn config(origin: &testkit::Origin) -> String {
     )
 }
 
-/// A switch started by the test, and whichever process serves it after upgrades: every
-/// process it became is killed when dropped (by PID; the test started them all).
+/// A switch started by the test, and whichever process serves it after upgrades (stopped
+/// when dropped).
 struct Switch {
     first: Child,
     log: Receiver<String>,
@@ -86,8 +86,12 @@ impl Switch {
 }
 
 impl Drop for Switch {
+    /// Stops the process serving now. The first is the test's child (killed through its
+    /// handle); the ones between exited after handing over, and their PIDs may be another
+    /// process's by now, so only the last is signalled by PID.
     fn drop(&mut self) {
-        for pid in &self.pids {
+        let _ = self.first.kill();
+        if let Some(&pid) = self.pids.last().filter(|_| self.pids.len() > 1) {
             let _ = std::process::Command::new("kill").arg(pid.to_string()).stderr(Stdio::null()).status();
         }
         let _ = self.first.wait();
