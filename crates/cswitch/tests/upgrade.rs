@@ -242,6 +242,8 @@ fn an_upgrade_under_load_loses_no_request_and_moves_idle_connections() {
     // Parked ones (idle over a second) and ones still waiting as tasks.
     let mut idle = idle_clients(switch.web, 10);
     std::thread::sleep(Duration::from_millis(1500));
+    let parked = ctl_json(&switch, &["status"])["counters"]["parked"].as_u64().unwrap();
+    assert!(parked >= 10, "the first ten idle clients parked: {parked}");
     idle.extend(idle_clients(switch.web, 10));
     let (stop, tally) = (Arc::new(AtomicBool::new(false)), Arc::new(Tally::default()));
     let loops = load(switch.web, &stop, &tally);
