@@ -27,8 +27,8 @@ fn config(origin: &testkit::Origin) -> String {
     )
 }
 
-/// A switch started by the test, and whichever process serves it after upgrades: every
-/// process it became is killed when dropped (by PID; the test started them all).
+/// A switch started by the test, and whichever process serves it after upgrades (stopped
+/// when dropped).
 struct Switch {
     first: Child,
     log: Receiver<String>,
@@ -86,8 +86,12 @@ impl Switch {
 }
 
 impl Drop for Switch {
+    /// Stops the process serving now. The first is the test's child (killed through its
+    /// handle); the ones between exited after handing over, and their PIDs may be another
+    /// process's by now, so only the last is signalled by PID.
     fn drop(&mut self) {
-        for pid in &self.pids {
+        let _ = self.first.kill();
+        if let Some(&pid) = self.pids.last().filter(|_| self.pids.len() > 1) {
             let _ = std::process::Command::new("kill").arg(pid.to_string()).stderr(Stdio::null()).status();
         }
         let _ = self.first.wait();
@@ -238,6 +242,8 @@ fn an_upgrade_under_load_loses_no_request_and_moves_idle_connections() {
     // Parked ones (idle over a second) and ones still waiting as tasks.
     let mut idle = idle_clients(switch.web, 10);
     std::thread::sleep(Duration::from_millis(1500));
+    let parked = ctl_json(&switch, &["status"])["counters"]["parked"].as_u64().unwrap();
+    assert!(parked >= 10, "the first ten idle clients parked: {parked}");
     idle.extend(idle_clients(switch.web, 10));
     let (stop, tally) = (Arc::new(AtomicBool::new(false)), Arc::new(Tally::default()));
     let loops = load(switch.web, &stop, &tally);
@@ -359,7 +365,7 @@ fn health_of(switch: &Switch, name: &str) -> String {
 }
 
 #[test]
-fn admin_edits_sticky_entries_health_verdicts_and_counters_move_with_the_upgrade() {
+fn admin_edits_sticky_and_persistence_entries_health_verdicts_and_counters_move_with_the_upgrade() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let (w1, w2, p1, p2) = rt.block_on(async {
         use testkit::Origin;
@@ -374,7 +380,8 @@ fn admin_edits_sticky_entries_health_verdicts_and_counters_move_with_the_upgrade
     let (path, rules) = (dir.join("cswitch.toml"), dir.join("web.rules"));
     std::fs::write(
         &rules,
-        "R1: if (match(url, \"^/sticky\")) { routeTo(pool, STICKY_IP); }\nR2: if (match(url, \"^/pool\")) { routeTo(pool, NONSTICKY); }\n",
+        "R1: if (match(url, \"^/sticky\")) { routeTo(pool, STICKY_IP); }\nR2: if (match(url, \"^/pool\")) { routeTo(pool, NONSTICKY); }\n\
+         R3: if (match(url, \"^/source\")) { routeTo(src, NONSTICKY); }\n",
     )
     .unwrap();
     // One worker: the round robin is one sequence, so a new process that did not know the
@@ -387,10 +394,14 @@ fn admin_edits_sticky_entries_health_verdicts_and_counters_move_with_the_upgrade
          health = {{ check = \"tcp\", interval = \"100ms\", timeout = \"100ms\", rise = 100, fall = 1 }}\n\
          servers = [ {{ name = \"w1\", addr = \"{}\" }}, {{ name = \"w2\", addr = \"{}\" }} ]\n\
          [[group]]\nname = \"pool\"\nscheduler = \"rr\"\n\
-         servers = [ {{ name = \"p1\", addr = \"{}\" }}, {{ name = \"p2\", addr = \"{}\" }} ]\n",
+         servers = [ {{ name = \"p1\", addr = \"{}\" }}, {{ name = \"p2\", addr = \"{}\" }} ]\n\
+         [[group]]\nname = \"src\"\nscheduler = \"rr\"\npersistence = {{ mode = \"source\" }}\n\
+         servers = [ {{ name = \"q1\", addr = \"{}\" }}, {{ name = \"q2\", addr = \"{}\" }} ]\n",
         rules.display(),
         w1.addr(),
         w2.addr(),
+        p1.addr(),
+        p2.addr(),
         p1.addr(),
         p2.addr()
     );
@@ -412,6 +423,11 @@ fn admin_edits_sticky_entries_health_verdicts_and_counters_move_with_the_upgrade
     let ips: Vec<String> = (2..10).map(|i| format!("127.0.0.{i}")).collect();
     let before: Vec<String> = ips.iter().map(|ip| origin_for(switch.web, ip, "/sticky")).collect();
     assert!(before.contains(&"p1".to_string()) && before.contains(&"p2".to_string()), "{before:?}");
+    // The `src` group's persistence by source address (its own stick table), from other
+    // addresses (a STICKY_IP entry would win over it).
+    let src_ips: Vec<String> = (12..20).map(|i| format!("127.0.0.{i}")).collect();
+    let by_source: Vec<String> = src_ips.iter().map(|ip| origin_for(switch.web, ip, "/source")).collect();
+    assert!(by_source.contains(&"p1".to_string()) && by_source.contains(&"p2".to_string()), "{by_source:?}");
     let requests_before = ctl_json(&switch, &["status"])["counters"]["requests"].as_u64().unwrap();
     // Admin edits that are not in the file.
     ctl_json(&switch, &["weight", "web/w1", "7"]);
@@ -427,6 +443,9 @@ fn admin_edits_sticky_entries_health_verdicts_and_counters_move_with_the_upgrade
     );
     for (ip, was) in ips.iter().zip(&before).rev() {
         assert_eq!(&origin_for(switch.web, ip, "/sticky"), was, "{ip} keeps its server");
+    }
+    for (ip, was) in src_ips.iter().zip(&by_source).rev() {
+        assert_eq!(&origin_for(switch.web, ip, "/source"), was, "{ip} keeps its persistence entry");
     }
     let requests_after = ctl_json(&switch, &["status"])["counters"]["requests"].as_u64().unwrap();
     let servers = ctl_json(&switch, &["servers"]);

@@ -8,7 +8,8 @@
 //! Layout, in layers; a file imports only from its own folder and the layers below it, so
 //! no two wings import each other:
 //!
-//! - the roof: `switch` (start, reload, shutdown), `accept` (worker threads, accept loops,
+//! - the roof: `switch` (start, reload, shutdown), `bind` (its sockets, bound or
+//!   inherited), `accept` (worker threads, accept loops,
 //!   admission, the protocol dispatch), `explain` (how a request would be routed),
 //!   `upgrade` (a binary upgrade: inherited listeners, idle connections handed over and
 //!   adopted);
@@ -25,6 +26,7 @@
 //!   above it.
 
 mod accept;
+mod bind;
 pub mod explain;
 mod floor;
 mod handoff;

@@ -66,23 +66,45 @@ impl Listener {
     }
 }
 
-/// Entries per state message (each well under 200 bytes of JSON).
-const STATE_CHUNK: usize = 250;
+/// Bytes of entries per state message: well under [`MAX_MESSAGE`] with the envelope.
+const STATE_CHUNK: usize = 48 << 10;
 
 impl Channel {
-    /// Sends `state` in messages under [`MAX_MESSAGE`]: counters and listeners first,
-    /// then servers and sticky entries in chunks.
+    /// Sends `state` in messages under [`MAX_MESSAGE`]: edits, counters and listeners
+    /// first, then servers, sticky and persistence entries in pieces (an entry too large
+    /// for a message on its own, a huge learned cookie, is left behind).
     pub fn send_state(&self, state: proxy::UpgradeState) -> io::Result<()> {
-        let proxy::UpgradeState { edits, counters, listeners, servers, sticky } = state;
+        let proxy::UpgradeState { edits, counters, listeners, servers, sticky, persistence } = state;
         let head = proxy::UpgradeState { edits, counters, listeners, ..Default::default() };
         self.send(&serde_json::json!({ "kind": "state", "state": head }), &[])?;
-        for chunk in servers.chunks(STATE_CHUNK) {
-            let part = proxy::UpgradeState { servers: chunk.to_vec(), ..Default::default() };
-            self.send(&serde_json::json!({ "kind": "state", "state": part }), &[])?;
+        self.send_pieces(servers, |servers| proxy::UpgradeState { servers, ..Default::default() })?;
+        self.send_pieces(sticky, |sticky| proxy::UpgradeState { sticky, ..Default::default() })?;
+        self.send_pieces(persistence, |persistence| proxy::UpgradeState { persistence, ..Default::default() })
+    }
+
+    fn send_pieces<T: serde::Serialize>(
+        &self,
+        items: Vec<T>,
+        wrap: impl Fn(Vec<T>) -> proxy::UpgradeState,
+    ) -> io::Result<()> {
+        let mut piece = Vec::new();
+        let mut bytes = 0;
+        for item in items {
+            let size = serde_json::to_vec(&item).map_or(usize::MAX, |v| v.len());
+            if size > STATE_CHUNK {
+                tracing::warn!(size, "an upgrade state entry too large to send; left behind");
+                continue;
+            }
+            if bytes + size > STATE_CHUNK {
+                let part = wrap(std::mem::take(&mut piece));
+                self.send(&serde_json::json!({ "kind": "state", "state": part }), &[])?;
+                bytes = 0;
+            }
+            bytes += size;
+            piece.push(item);
         }
-        for chunk in sticky.chunks(STATE_CHUNK) {
-            let part = proxy::UpgradeState { sticky: chunk.to_vec(), ..Default::default() };
-            self.send(&serde_json::json!({ "kind": "state", "state": part }), &[])?;
+        if !piece.is_empty() {
+            self.send(&serde_json::json!({ "kind": "state", "state": wrap(piece) }), &[])?;
         }
         Ok(())
     }

@@ -21,6 +21,15 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+/// A stick-table key as it travels between processes (a binary upgrade).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum TableKey {
+    /// `source`: the masked client address.
+    Ip(IpAddr),
+    /// `learn`, `header`, `url_param`: the value.
+    Bytes(Vec<u8>),
+}
+
 /// A group's persistence, built from its config; carried across reloads (tables included)
 /// while the config of the persistence is unchanged.
 pub struct PersistRt {
@@ -66,6 +75,52 @@ impl PersistRt {
             Mode::Source { table, .. } => ("source", size(table)),
             Mode::Header { table, .. } => ("header", size(table)),
             Mode::UrlParam { table, .. } => ("url_param", size(table)),
+        }
+    }
+
+    /// Up to `limit` live entries of its stick table, with how long each has been idle (a
+    /// binary upgrade carries them); none for the modes whose cookie names the server.
+    pub fn entries(&self, now: Instant, limit: usize) -> Vec<(TableKey, u64, std::time::Duration)> {
+        fn bytes(
+            t: &StickTable<Box<[u8]>>,
+            now: Instant,
+            limit: usize,
+        ) -> Vec<(TableKey, u64, std::time::Duration)> {
+            t.entries(now, limit)
+                .into_iter()
+                .map(|(k, s, idle)| (TableKey::Bytes(k.into_vec()), s, idle))
+                .collect()
+        }
+        match &self.mode {
+            Mode::Learn(l) => bytes(l.table(), now, limit),
+            Mode::Header { table, .. } | Mode::UrlParam { table, .. } => bytes(table, now, limit),
+            Mode::Source { table, .. } => table
+                .entries(now, limit)
+                .into_iter()
+                .map(|(ip, s, idle)| (TableKey::Ip(ip), s, idle))
+                .collect(),
+            Mode::Insert(_) | Mode::Prefix(_) | Mode::Rename(_) => Vec::new(),
+        }
+    }
+
+    /// Records an entry another process made (a binary upgrade), last used at `used`,
+    /// unless this process has one for the key already.
+    pub fn adopt_entry(&self, key: &TableKey, server: u64, used: Instant) {
+        let now = Instant::now();
+        let put_bytes = |t: &StickTable<Box<[u8]>>, k: &[u8]| {
+            if t.get(k, now).is_none() {
+                t.put(k.into(), server, used);
+            }
+        };
+        match (&self.mode, key) {
+            (Mode::Learn(l), TableKey::Bytes(k)) => put_bytes(l.table(), k),
+            (Mode::Header { table, .. } | Mode::UrlParam { table, .. }, TableKey::Bytes(k)) => {
+                put_bytes(table, k)
+            }
+            (Mode::Source { table, .. }, TableKey::Ip(ip)) if table.get(ip, now).is_none() => {
+                table.put(*ip, server, used);
+            }
+            _ => {} // the mode changed with the config: the entry means nothing here
         }
     }
 

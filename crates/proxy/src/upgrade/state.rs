@@ -8,10 +8,11 @@
 //! - once the old process is drained: the counters, per listener and per server (so
 //!   metrics do not reset), and the sticky entries it made meanwhile.
 //!
-//! Not carried yet: the cookie-learning and other persistence tables of groups, TLS
-//! session IDs, the latency histograms.
+//! The groups' persistence stick tables go with the sticky entries, both times. Not carried
+//! yet: TLS session IDs, the latency histograms.
 
 use crate::floor::live::Health;
+use crate::floor::persist::TableKey;
 use crate::floor::shared::Shared;
 use crate::floor::snapshot::Snapshot;
 use crate::floor::stats::Counter;
@@ -37,6 +38,18 @@ pub struct StickyEntry {
     pub ip: IpAddr,
     /// Where it goes.
     pub server: ServerName,
+    /// How long since it was last used, in ms.
+    pub idle_ms: u64,
+}
+
+/// One entry of a group's persistence stick table (`source`, `learn`, `header`,
+/// `url_param`).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct PersistEntry {
+    /// Where it goes (its group's table).
+    pub server: ServerName,
+    /// The key.
+    pub key: TableKey,
     /// How long since it was last used, in ms.
     pub idle_ms: u64,
 }
@@ -75,6 +88,9 @@ pub struct State {
     pub servers: Vec<ServerState>,
     /// `STICKY_IP` entries (kept where the new process has made its own).
     pub sticky: Vec<StickyEntry>,
+    /// Persistence stick-table entries (kept where the new process has made its own).
+    #[serde(default)]
+    pub persistence: Vec<PersistEntry>,
 }
 
 /// Most sticky entries carried (the table's own bound).
@@ -104,7 +120,7 @@ pub fn before_serving(shared: &Shared) -> State {
             figures: Vec::new(),
         })
         .collect();
-    State { servers, sticky: sticky(shared, &snap), ..State::default() }
+    State { servers, sticky: sticky(shared, &snap), persistence: persistence(&snap), ..State::default() }
 }
 
 /// What the old process hands on once drained: its counters and late sticky entries.
@@ -136,7 +152,8 @@ pub fn when_drained(shared: &Shared) -> State {
             ServerState { server, health: None, figures }
         })
         .collect();
-    State { edits: Vec::new(), counters, listeners, servers, sticky: sticky(shared, &snap) }
+    let (sticky, persistence) = (sticky(shared, &snap), persistence(&snap));
+    State { edits: Vec::new(), counters, listeners, servers, sticky, persistence }
 }
 
 fn sticky(shared: &Shared, snap: &Snapshot) -> Vec<StickyEntry> {
@@ -152,6 +169,24 @@ fn sticky(shared: &Shared, snap: &Snapshot) -> Vec<StickyEntry> {
             })
         })
         .collect()
+}
+
+fn persistence(snap: &Snapshot) -> Vec<PersistEntry> {
+    let now = Instant::now();
+    let mut out = Vec::new();
+    for g in &snap.groups {
+        let Some(p) = &g.persistence else { continue };
+        for (key, id, idle) in p.entries(now, MAX_STICKY) {
+            let Some(s) = g.servers.iter().find(|s| s.id == id) else { continue };
+            let server = ServerName { group: g.name.clone(), name: s.name.clone() };
+            out.push(PersistEntry {
+                server,
+                key,
+                idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX),
+            });
+        }
+    }
+    out
 }
 
 /// Takes `state` in: counters and figures are added, verdicts set, sticky entries kept
@@ -189,6 +224,12 @@ pub fn import(shared: &Shared, state: &State) {
         targets.zip(&s.figures).for_each(|(a, v)| _ = a.fetch_add(*v, Ordering::Relaxed));
     }
     let now = Instant::now();
+    for e in &state.persistence {
+        let Some(group) = snap.groups.iter().find(|g| g.name == e.server.group) else { continue };
+        let (Some(p), Some(server)) = (&group.persistence, find(&snap, &e.server)) else { continue };
+        let used = now.checked_sub(Duration::from_millis(e.idle_ms)).unwrap_or(now);
+        p.adopt_entry(&e.key, server.id, used);
+    }
     for e in &state.sticky {
         let Some(listener) = snap.listeners.iter().position(|l| l.name == e.listener) else { continue };
         let Some(server) = find(&snap, &e.server) else { continue };
