@@ -22,6 +22,8 @@ Rows:
   pass-new     wrk, a new TLS connection per request through TLS passthrough routed on the SNI
                (the origin is nginx terminating TLS on CPU 1): connections/s, proxy CPU µs
   post64k      wrk, keep-alive POST with a 64 KiB body, 64 connections: req/s, proxy CPU µs/req
+  h2-1         h2load, HTTP/2 over TLS (ALPN h2), 64 connections × 1 stream: req/s, CPU µs/req
+  h2-100       h2load, HTTP/2 over TLS, 8 connections × 100 concurrent streams: req/s, CPU µs/req
 
 The proxy's CPU is user + system time of its processes (nginx: master and worker) over the
 run, from /proc. Every process is started and stopped by PID; loopback only; every run is
@@ -38,7 +40,7 @@ ORIGINS = ["127.0.0.1:19401", "127.0.0.1:19402"]
 TLS_ORIGIN = "127.0.0.1:19403"
 PORT = 19400
 HZ = os.sysconf("SC_CLK_TCK")
-ROWS = ["tls-ka", "tls-new", "tls-resumed", "pass-new", "post64k"]
+ROWS = ["tls-ka", "tls-new", "tls-resumed", "pass-new", "post64k", "h2-1", "h2-100"]
 
 
 def origin_binary():
@@ -97,7 +99,7 @@ servers = [ {{ name = "t", addr = "{TLS_ORIGIN}" }} ]
 name = "none"
 servers = [ {{ name = "n", addr = "127.0.0.1:9" }} ]
 """
-    tls = f'tls = {{ cert = "{cert}", key = "{key}" }}\n' if row.startswith("tls") else ""
+    tls = f'tls = {{ cert = "{cert}", key = "{key}" }}\n' if row.startswith(("tls", "h2")) else ""
     return common + f"""[[listener]]
 name = "bench"
 bind = "127.0.0.1:{PORT}"
@@ -135,6 +137,8 @@ backend tls
     server t {TLS_ORIGIN}
 """
     ssl = f" ssl crt {d}/site.both.pem alpn http/1.1" if row.startswith("tls") else ""
+    if row.startswith("h2"):
+        ssl = f" ssl crt {d}/site.both.pem alpn h2,http/1.1"
     return head + f"""frontend bench
     mode http
     option http-keep-alive
@@ -165,7 +169,9 @@ events {{ worker_connections 20000; }}
     # nginx 1.22 leaves TLS 1.3 out of its default ssl_protocols: name it, as the others offer it
     ssl = (f" ssl;\n        ssl_certificate {cert};\n        ssl_certificate_key {key};\n"
            "        ssl_protocols TLSv1.2 TLSv1.3;\n"
-           "        ssl_session_cache shared:SSL:10m;") if row.startswith("tls") else ";"
+           "        ssl_session_cache shared:SSL:10m;") if row.startswith(("tls", "h2")) else ";"
+    if row.startswith("h2"):
+        ssl = " http2" + ssl  # nginx 1.22: `listen … ssl http2`
     return head + f"""http {{
     access_log off;
     keepalive_timeout 120s;
@@ -259,6 +265,8 @@ def wait_port(port, timeout=5.0):
 
 def load(row, d, seconds):
     """Runs the row's client; (completed requests or connections, errors)."""
+    if row.startswith("h2"):
+        return h2load(row, seconds)
     scheme = "https" if row in ("tls-ka", "tls-new", "pass-new") else "http"
     url = f"{scheme}://127.0.0.1:{PORT}/app/small"
     if row == "tls-resumed":
@@ -279,6 +287,20 @@ def load(row, d, seconds):
     bad = sum(int(x) for x in errs.groups()) if errs else 0
     bad += int(non2xx.group(1)) if non2xx else 0
     return (int(m.group(1)) if m else 0), bad
+
+
+def h2load(row, seconds):
+    """HTTP/2 over TLS (ALPN h2): 64 connections with one stream each, or 8 with 100."""
+    conns, streams = (64, 1) if row == "h2-1" else (8, 100)
+    out = subprocess.run(["taskset", "-c", LG, "timeout", str(seconds + 15), "h2load", "-c", str(conns), "-m",
+                          str(streams), "-D", str(seconds),
+                          f"https://127.0.0.1:{PORT}/app/small"], capture_output=True, text=True).stdout
+    m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored",
+                  out)
+    proto = re.search(r"Application protocol: (\S+)", out)
+    if not m or not proto or proto.group(1) != "h2":
+        return 0, 1
+    return int(m.group(4)), int(m.group(5)) + int(m.group(6))
 
 
 def proxy_argv(name, d, row, cswitch):
