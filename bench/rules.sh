@@ -91,6 +91,8 @@ for f in bench.py report.py README.md BASELINE.md; do
 done
 mkdir -p "$harness/origin"
 cp -rf "$shared/origin/Cargo.toml" "$shared/origin/Cargo.lock" "$shared/origin/src" "$harness/origin/"
+# its own workspace: under bench/ cargo would take it for a stray member of the repository's
+grep -q '^\[workspace\]' "$harness/origin/Cargo.toml" || printf '\n[workspace]\n' >> "$harness/origin/Cargo.toml"
 origin_bin="$harness/origin/target/release/bench-origin"
 if [ -x "$shared/origin/target/release/bench-origin" ]; then
   mkdir -p "$(dirname "$origin_bin")"
