@@ -16,7 +16,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Concurrent keep-alive clients: enough that one `epoll_wait` finds several ready, as in
-/// the harness's 64-connection workload.
+/// the harness's 64-connection workload (more would outgrow the default pool of idle server
+/// connections, and every request would pay a connect).
 const CLIENTS: usize = 64;
 /// Requests per client while traced.
 const REQUESTS: usize = 60;
@@ -79,6 +80,15 @@ async fn send(clients: Vec<testkit::RawClient>, n: usize) -> Vec<testkit::RawCli
     back
 }
 
+/// The `calls` column of one system call's line (0 when it was not made).
+fn calls_of(summary: &str, name: &str) -> u64 {
+    summary
+        .lines()
+        .find(|l| l.split_whitespace().last() == Some(name))
+        .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The `calls` column of strace's summary line.
 fn total_calls(summary: &str) -> u64 {
     let line =
@@ -122,7 +132,11 @@ fn a_keep_alive_request_costs_at_most_4_1_system_calls() {
     drop(clients);
 
     let summary = std::fs::read_to_string(&out).unwrap();
-    let per_request = total_calls(&summary) as f64 / (CLIENTS * REQUESTS) as f64;
+    // The allocator's `madvise` (mimalloc returning freed pages after a delay) follows the
+    // clock, not the requests: a traced debug build runs long enough to show 66 to 195 of
+    // them over the same 3,840 requests. Every other call counts.
+    let per_request =
+        (total_calls(&summary) - calls_of(&summary, "madvise")) as f64 / (CLIENTS * REQUESTS) as f64;
     eprintln!("{per_request:.3} system calls per keep-alive request:\n{summary}");
     assert!(
         per_request <= MAX_PER_REQUEST,
