@@ -282,11 +282,15 @@ def load(row, d, seconds):
         argv += ["-s", os.path.join(d, "post.lua")]
     out = subprocess.run(argv + [url], capture_output=True, text=True).stdout
     m = re.search(r"(\d+) requests in", out)
+    return (int(m.group(1)) if m else 0), wrk_errors(out)
+
+
+def wrk_errors(out):
+    """Socket errors and non-2xx/3xx answers in wrk's output."""
     errs = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     bad = sum(int(x) for x in errs.groups()) if errs else 0
-    bad += int(non2xx.group(1)) if non2xx else 0
-    return (int(m.group(1)) if m else 0), bad
+    return bad + (int(non2xx.group(1)) if non2xx else 0)
 
 
 def h2load(row, seconds):

@@ -19,7 +19,7 @@ import json, os, re, signal, statistics, subprocess, sys, tempfile, threading, t
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from protocols import origin_binary, start, stop, wait_port  # noqa: E402  (same harness pieces)
+from protocols import origin_binary, start, stop, wait_port, wrk_errors  # noqa: E402  (same harness pieces)
 
 LG = "0"
 ORIGINS = ["127.0.0.1:19511", "127.0.0.1:19512"]
@@ -60,14 +60,10 @@ def wrk(seconds):
             return float("nan")
         return float(m.group(1)) * {"us": 1, "ms": 1e3, "s": 1e6}[m.group(2)]
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
-    errs = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    bad = sum(int(x) for x in errs.groups()) if errs else 0
-    bad += int(non2xx.group(1)) if non2xx else 0
     maxm = re.search(r"Latency\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)", out)
     mx = float(maxm.group(1)) * {"us": 1, "ms": 1e3, "s": 1e6}[maxm.group(2)] if maxm else float("nan")
     return {"rps": float(rps.group(1)) if rps else 0.0, "p50": micros("50%"), "p99": micros("99%"), "max": mx,
-            "errors": bad}
+            "errors": wrk_errors(out)}
 
 
 def upgrade(binary):
