@@ -22,8 +22,8 @@ pub fn args() -> Args {
     let mut upstreams = Vec::new();
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        if flag == "--multishot" {
-            continue; // relay-uring's own switch
+        if flag == "--multishot" || flag == "--defer" {
+            continue; // the uring relays' own switches
         }
         let value = it.next().unwrap_or_else(|| usage());
         let addr: SocketAddr = value.parse().unwrap_or_else(|_| usage());
@@ -41,7 +41,7 @@ pub fn args() -> Args {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: relay-epoll|relay-uring [--multishot] --listen ADDR --upstream ADDR [--upstream ADDR ...]"
+        "usage: relay-epoll|relay-uring [--multishot|--defer] --listen ADDR --upstream ADDR [--upstream ADDR ...]"
     );
     std::process::exit(2)
 }
