@@ -21,7 +21,7 @@ mod log_notes;
 mod reply;
 mod respond;
 mod route;
-mod scratch;
+pub(crate) mod scratch;
 mod txn;
 pub mod view;
 
