@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The floor of a proxy's CPU per request on this machine: cswitch, HAProxy and nginx beside two
-byte relays that do no HTTP work at all (bench/floor/: one on epoll readiness, one on io_uring
-completions, single- and multishot receives). Issue 14 asks whether a completion-based data path
+byte relays that do no HTTP work at all (bench/floor/: epoll readiness; io_uring completions with
+single- and multishot receives; the same completions under a tokio runtime, ring or eventfd in
+tokio's epoll). Issue 14 asks whether a completion-based data path
 pays; this answers it before cswitch's is ported (ADR 0017).
 
 Usage: bench/floor.py CSWITCH_BIN [SECONDS] [REPS] [ROWS]
@@ -21,7 +22,8 @@ import protocols as p  # noqa: E402  (same harness pieces and configs)
 
 FLOOR = os.path.join(p.HERE, "floor")
 TARGET = os.environ.get("FLOOR_TARGET", os.path.join(p.HERE, ".run", "floor-target"))
-NAMES = ["cswitch", "haproxy", "nginx", "relay-epoll", "relay-uring", "relay-uring-multishot"]
+NAMES = ["cswitch", "haproxy", "nginx", "relay-epoll", "relay-uring", "relay-uring-multishot", "relay-tokio-uring",
+         "relay-tokio-uring-defer"]
 
 
 def relays():
@@ -32,8 +34,8 @@ def relays():
 
 def argv(name, d, cswitch, bins):
     if name.startswith("relay"):
-        binary = os.path.join(bins, "relay-uring" if "uring" in name else "relay-epoll")
-        extra = ["--multishot"] if name.endswith("multishot") else []
+        binary = os.path.join(bins, name.removesuffix("-multishot").removesuffix("-defer"))
+        extra = ["--multishot"] if name.endswith("multishot") else ["--defer"] if name.endswith("defer") else []
         ups = [x for a in p.ORIGINS for x in ("--upstream", a)]
         return [binary] + extra + ["--listen", f"127.0.0.1:{p.PORT}"] + ups
     return p.proxy_argv(name, d, "post64k", cswitch)  # post64k's configs: plain HTTP keep-alive
