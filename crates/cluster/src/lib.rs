@@ -9,7 +9,9 @@
 //!
 //! Layout: `node` (the thread, the tick: publish, observe, apply), `auth` (the sealed UDP
 //! transport), `keys` (the gossip keys and their text; a leaf), `digest` (what a config
-//! digest covers), `view` (what operators see), `stats` (the transport's counters).
+//! digest covers), `view` (what operators see), `stats` (the transport's counters),
+//! `serving` (whether this node takes new flows: ready or draining), `l4` (the kernel L4
+//! tier a node with `[cluster.l4]` programs from the membership; `l4/nft` its table).
 //!
 //! Shared now: membership and liveness, config digests, agents' capacities, `STICKY_IP`
 //! entries, learned session cookies, TLS session IDs. Not yet: learned scheduler tables,
@@ -18,13 +20,17 @@
 mod auth;
 mod digest;
 mod keys;
+mod l4;
 mod node;
+mod serving;
 mod stats;
 mod view;
 
 pub use digest::config_digest;
 pub use keys::{LearnedCookie, StickyIp, TlsSession};
+pub use l4::L4View;
 pub use node::Remote;
+pub use serving::Serving;
 pub use stats::Counts;
 pub use view::{NodeView, View};
 
@@ -72,6 +78,18 @@ impl Cluster {
         self.inner.publish_tls_session(entry, lifetime);
     }
 
+    /// Says whether the L4 tier may send this node new flows: [`Serving::Ready`] once its
+    /// listeners are bound, [`Serving::Draining`] to take no new flow while open ones
+    /// finish. Published at the next tick (within 100 ms).
+    pub fn set_serving(&self, serving: Serving) {
+        self.inner.serving.set(serving);
+    }
+
+    /// This node's serving state (`None` until set).
+    pub fn serving(&self) -> Option<Serving> {
+        self.inner.serving.get()
+    }
+
     /// Shares a new config digest (after a reload).
     pub fn publish_digest(&self, digest: String) {
         self.inner.publish_digest(digest);
@@ -89,6 +107,9 @@ impl Cluster {
         }
         if let Some(thread) = self.thread.lock().ok().and_then(|mut t| t.take()) {
             let _ = thread.join();
+        }
+        if let Some(tier) = &self.inner.l4 {
+            tier.stop();
         }
     }
 }

@@ -280,6 +280,12 @@ impl Switch {
         self.shared.cluster.get().map(|c| c.view())
     }
 
+    /// Drains this node from the cluster's L4 tier, or makes it ready again
+    /// (`None` without `[cluster]` or listeners).
+    pub fn set_cluster_serving(&self, serving: cluster::Serving) -> Option<cluster::Serving> {
+        crate::health::cluster::set_serving(&self.shared, serving)
+    }
+
     /// Each listener's rules with their hit counts.
     pub fn rules(&self) -> Vec<view::RulesView> {
         view::rules(&self.shared.snapshot.load())

@@ -21,8 +21,25 @@ pub fn join(shared: &Arc<Shared>) -> std::io::Result<()> {
     let digest = cluster::config_digest(&snap.config);
     // Its errors name `[cluster]` and the address already.
     let node = cluster::Cluster::start(cfg, digest, remote)?;
+    // The listeners are bound (and listening) before this runs, so the L4 tier may send
+    // flows at once; a node without listeners (one that only runs the tier) takes none.
+    if !snap.config.listeners.is_empty() {
+        node.set_serving(cluster::Serving::Ready);
+    }
     let _ = shared.cluster.set(Arc::new(node));
     Ok(())
+}
+
+/// Drains this node from the L4 tier (no new flows; open connections finish) or makes it
+/// ready again. `None` without `[cluster]`, or on a node that serves no listener.
+pub fn set_serving(shared: &Shared, serving: cluster::Serving) -> Option<cluster::Serving> {
+    let node = shared.cluster.get()?;
+    node.serving()?;
+    if node.serving() != Some(serving) {
+        tracing::info!(serving = serving.as_str(), "cluster: this node's L4 serving state changed");
+    }
+    node.set_serving(serving);
+    Some(serving)
 }
 
 /// Shares the new config's digest after a reload.
