@@ -13,10 +13,16 @@ use crate::keys::wall_ms;
 use crate::serving::Serving;
 use crate::view::NodeView;
 use config::ClusterL4;
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long a node stays dead before its open flows are reset. It leaves the targets at
+/// once; resetting waits, so a failure detector's false alarm (a busy host's pause) costs a
+/// healthy node's clients nothing but a moment without new flows.
+const RESET_AFTER: Duration = Duration::from_secs(5);
 
 /// A node that takes new flows: its name and where they go (its gossip address's IP, at
 /// the VIP's port).
@@ -31,8 +37,18 @@ pub(crate) struct Target {
 pub(crate) struct Plan {
     /// In name order, so every tick of the same membership makes the same plan.
     pub(crate) targets: Vec<Target>,
-    /// Addresses of dead nodes (no live node has them): their flows get a reset.
+    /// Addresses of dead nodes (no live node has them): their flows get a reset (once
+    /// dead for [`RESET_AFTER`], see [`settle`]).
     pub(crate) gone: Vec<Ipv4Addr>,
+}
+
+/// Of the dead addresses in `gone`, those dead for [`RESET_AFTER`] by `now`; `dead_since`
+/// remembers when each was first seen dead (and forgets those alive again).
+fn settle(dead_since: &mut HashMap<Ipv4Addr, Instant>, gone: Vec<Ipv4Addr>, now: Instant) -> Vec<Ipv4Addr> {
+    dead_since.retain(|ip, _| gone.contains(ip));
+    gone.into_iter()
+        .filter(|ip| now.duration_since(*dead_since.entry(*ip).or_insert(now)) >= RESET_AFTER)
+        .collect()
 }
 
 /// The plan for the membership in `nodes`.
@@ -101,6 +117,8 @@ struct Shared {
     wake: Condvar,
     /// The last plan offered (loaded or about to be), to offer each change once.
     offered: Mutex<Option<Plan>>,
+    /// When each dead address was first seen dead.
+    dead_since: Mutex<HashMap<Ipv4Addr, Instant>>,
     view: Mutex<L4View>,
 }
 
@@ -125,6 +143,7 @@ impl Tier {
             next: Mutex::new((None, false)),
             wake: Condvar::new(),
             offered: Mutex::new(None),
+            dead_since: Mutex::new(HashMap::new()),
             view: Mutex::new(view),
         });
         let worker = Arc::clone(&shared);
@@ -134,8 +153,12 @@ impl Tier {
         Ok(Tier { shared, thread: Mutex::new(Some(thread)) })
     }
 
-    /// Hands `plan` to the thread when it differs from the last one.
-    pub(crate) fn offer(&self, plan: Plan) {
+    /// Hands `plan` to the thread when it differs from the last one (its dead addresses
+    /// once they have been dead long enough).
+    pub(crate) fn offer(&self, mut plan: Plan) {
+        if let Ok(mut dead_since) = self.shared.dead_since.lock() {
+            plan.gone = settle(&mut dead_since, std::mem::take(&mut plan.gone), Instant::now());
+        }
         let Ok(mut offered) = self.shared.offered.lock() else { return };
         if offered.as_ref() == Some(&plan) {
             return;
@@ -263,6 +286,18 @@ mod tests {
         assert_eq!(p.gone, [Ipv4Addr::new(10, 0, 0, 4)]);
         let only = plan(&cfg(&["cs3", "cs4"]), &nodes);
         assert_eq!(only.targets.len(), 1, "`nodes` restricts the tier");
+    }
+
+    #[test]
+    fn a_dead_address_is_reset_only_after_a_while_and_forgotten_when_alive() {
+        let (a, b) = (Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2));
+        let mut since = HashMap::new();
+        let t0 = Instant::now();
+        assert!(settle(&mut since, vec![a], t0).is_empty(), "just died");
+        let later = t0 + RESET_AFTER;
+        assert_eq!(settle(&mut since, vec![a, b], later), [a], "a long dead, b just died");
+        assert!(settle(&mut since, vec![b], later).is_empty(), "a alive again, b still new");
+        assert!(settle(&mut since, vec![a], later + RESET_AFTER).is_empty(), "a died again: counts anew");
     }
 
     #[test]

@@ -95,9 +95,14 @@ impl Cluster {
         self.inner.publish_digest(digest);
     }
 
-    /// The cluster as this node sees it now (refreshed every tick).
+    /// The cluster as this node sees it now (refreshed every tick; the L4 tier's part as
+    /// the kernel has it this moment).
     pub fn view(&self) -> Arc<View> {
-        self.inner.view()
+        let view = self.inner.view();
+        match &self.inner.l4 {
+            Some(tier) => Arc::new(View { l4: Some(tier.view()), ..(*view).clone() }),
+            None => view,
+        }
     }
 
     /// Leaves gossip and waits for the thread; other nodes then see this one die.

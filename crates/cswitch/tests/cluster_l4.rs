@@ -63,6 +63,18 @@ fn the_same_url_reaches_the_same_server_through_every_node() {
             assert!(rows.iter().all(|n| n["drift"] == false), "{host} sees drift: {view:#}");
             assert!(rows.iter().any(|n| n["name"] == "lb" && n["runs_l4"] == true && n["serving"].is_null()));
         }
+        // And the table a person reads on the tier's node.
+        let bin = env!("CARGO_BIN_EXE_cswitch");
+        let out =
+            bed.net.run("lb", &[bin, "ctl", "--addr", "127.0.0.1:9900", "--token", l4_bed::TOKEN, "cluster"]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        eprintln!("{text}");
+        assert!(
+            text.contains(
+                "L4 tier (nft table ip cswitch_l4): 10.201.0.100 port(s) 80,81,82,443 → n1, n2, n3"
+            ),
+            "{text}"
+        );
     });
 }
 
@@ -182,6 +194,52 @@ fn a_drained_node_gets_no_new_flow_while_its_connection_goes_on() {
         assert_eq!(bed.flows().get(&local), Some(&drained), "the open connection stayed on {drained}");
         bed.ctl(&drained, &["cluster", "ready"]);
         bed.until_targets(&["n1", "n2", "n3"], Duration::from_secs(2));
+    });
+}
+
+/// A node that falls silent without a word (all its traffic dropped, as a crashed host's
+/// would be) leaves the tier within 2 s; a client connection it had, idle meanwhile, gets
+/// a reset from the tier once the node has been dead 5 s, instead of retransmitting into
+/// the void until its own timeout.
+#[test]
+fn a_silent_nodes_open_connection_is_reset_by_the_tier() {
+    let _one = l4_bed::one_at_a_time();
+    let Some(bed) = Bed::start("silent", 3) else { return };
+    as_client(bed, |bed| {
+        let mut open = client::connect(CLIENT, WEB).unwrap();
+        assert_eq!(client::ask(&mut open, "/before").unwrap().status, 200);
+        let std::net::SocketAddr::V4(local) = open.local_addr().unwrap() else { panic!() };
+        let silent = bed.flows().get(&local).cloned().unwrap();
+        l4_bed::nft(
+            &bed.net,
+            &silent,
+            "table netdev mute {
+               chain in { type filter hook ingress device eth0 priority 0; policy drop; }
+             }
+             table inet mute {
+               chain out { type filter hook output priority 0; oif eth0 drop; }
+             }
+",
+        );
+        let muted = Instant::now();
+        let others: Vec<&str> = l4_bed::NODES.iter().map(|(n, _)| *n).filter(|n| *n != silent).collect();
+        let left = bed.until_targets(&others, Duration::from_secs(2));
+        eprintln!("{silent} silent: out of the tier after {left:?}");
+        bed.until("lb", &["cluster"], Duration::from_secs(8), "its address in `gone`", |v| {
+            v["l4"]["gone"]
+                .as_array()
+                .is_some_and(|g| g.iter().any(|ip| ip == l4_bed::node_ip(&silent).to_string().as_str()))
+        });
+        let reset_after = muted.elapsed();
+        let asked = Instant::now();
+        let err = client::ask(&mut open, "/after").unwrap_err();
+        eprintln!(
+            "reset by the tier {reset_after:?} after the silence, answered in {:?}: {err}",
+            asked.elapsed()
+        );
+        assert_eq!(err.kind(), std::io::ErrorKind::ConnectionReset, "{err}");
+        assert!(asked.elapsed() < Duration::from_secs(1), "the reset came at once: {:?}", asked.elapsed());
+        assert!(reset_after >= Duration::from_secs(5), "not before 5 s of death: {reset_after:?}");
     });
 }
 

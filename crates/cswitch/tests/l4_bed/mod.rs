@@ -194,6 +194,11 @@ impl Drop for Bed {
     }
 }
 
+/// A node's address from its name.
+pub fn node_ip(name: &str) -> Ipv4Addr {
+    NODES.iter().find(|(n, _)| *n == name).map(|(_, n)| Ipv4Addr::new(10, 201, 0, *n)).unwrap()
+}
+
 /// A node's name from its address.
 pub fn node_name(ip: Ipv4Addr) -> Option<String> {
     NODES.iter().find(|(_, n)| Ipv4Addr::new(10, 201, 0, *n) == ip).map(|(name, _)| name.to_string())
