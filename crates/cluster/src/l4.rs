@@ -258,6 +258,7 @@ mod tests {
             tls_sessions: 0,
             serving,
             runs_l4: false,
+            l4_targets: Vec::new(),
         }
     }
 

@@ -85,6 +85,29 @@ impl Cluster {
         self.inner.serving.set(serving);
     }
 
+    /// Before a clean stop: drains this node and waits (at most `limit`) until no live L4
+    /// tier sends it new flows any more, so stopping loses no connection. True when none
+    /// does (or this node takes no flows); false when `limit` passed first.
+    pub fn leave_l4_tier(&self, limit: std::time::Duration) -> bool {
+        if self.serving().is_none() {
+            return true;
+        }
+        self.set_serving(Serving::Draining);
+        let start = std::time::Instant::now();
+        loop {
+            let view = self.inner.view();
+            let me = view.node.as_str();
+            let sends_me = |n: &NodeView| n.runs_l4 && n.live && n.l4_targets.iter().any(|t| t == me);
+            if !view.nodes.iter().any(sends_me) {
+                return true;
+            }
+            if start.elapsed() >= limit {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// This node's serving state (`None` until set).
     pub fn serving(&self) -> Option<Serving> {
         self.inner.serving.get()

@@ -223,8 +223,9 @@ fn publish(c: &mut Chitchat, inner: &Inner, expiries: &mut HashMap<String, u64>)
     if let Some(serving) = inner.serving.get() {
         state.set(serving::SERVE, serving.as_str());
     }
-    if inner.l4.is_some() {
+    if let Some(tier) = &inner.l4 {
         state.set(serving::TIER, "l4");
+        state.set(serving::L4_TARGETS, tier.view().targets.join(","));
     }
     state.set(keys::BEAT, wall_ms());
 }
@@ -290,6 +291,9 @@ fn observe(c: &Chitchat, seen: &mut Seen, remote: &dyn Remote, inner: &Inner) ->
             live: is_live,
             drift: !i_am_tier_only && !tier_only(state) && digest.as_deref().is_some_and(|d| d != my_digest),
             runs_l4: state.get(serving::TIER).is_some(),
+            l4_targets: state.get(serving::L4_TARGETS).map_or_else(Vec::new, |t| {
+                t.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect()
+            }),
             config_digest: digest,
             lag_ms,
             capacities: state.iter_prefix(keys::CAP_PREFIX).count(),

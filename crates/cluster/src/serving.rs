@@ -11,6 +11,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 pub(crate) const SERVE: &str = "serve";
 /// Published (`l4`) by a node that runs the L4 tier.
 pub(crate) const TIER: &str = "tier";
+/// Published by a node that runs the L4 tier: the nodes its kernel sends new flows to now
+/// (names, comma-separated), so a node that drains itself knows when no new flow can come.
+pub(crate) const L4_TARGETS: &str = "l4_targets";
 
 /// A node's part in the L4 tier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

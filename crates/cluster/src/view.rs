@@ -54,4 +54,6 @@ pub struct NodeView {
     pub serving: Option<Serving>,
     /// Whether it runs the L4 tier (`[cluster.l4]`).
     pub runs_l4: bool,
+    /// If it runs the tier: the nodes its kernel sends new flows to.
+    pub l4_targets: Vec<String>,
 }

@@ -162,6 +162,38 @@ fn a_killed_node_leaves_the_tier_within_2s_and_costs_only_its_requests() {
     });
 }
 
+/// n2 stopped cleanly (SIGTERM) under a client loop first drains itself out of the tier,
+/// then finishes its requests: not one request fails.
+#[test]
+fn a_node_stopped_cleanly_under_load_fails_no_request() {
+    let _one = l4_bed::one_at_a_time();
+    let Some(bed) = Bed::start("stop", 3) else { return };
+    as_client(bed, |bed| {
+        let t0 = Instant::now();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (threads, done) = load(t0, Arc::clone(&stop));
+        std::thread::sleep(Duration::from_millis(1000));
+        let mut n2 = bed.nodes[1].take().unwrap();
+        let term = std::process::Command::new("kill").args(["-TERM", &n2.child.id().to_string()]).status();
+        assert!(term.unwrap().success());
+        let signalled = Instant::now();
+        let status = n2.child.wait().unwrap();
+        eprintln!("n2 stopped {:?} after SIGTERM ({status})", signalled.elapsed());
+        assert!(status.success(), "a clean stop: {status}");
+        assert_eq!(bed.targets(), ["n1", "n3"], "n2 left the tier before it stopped");
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, Ordering::Relaxed);
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        let flows = bed.flows();
+        let done = done.lock().unwrap().clone();
+        let failed: Vec<&Done> = done.iter().filter(|d| !d.ok).collect();
+        let to_n2 = done.iter().filter(|d| flows.get(&d.local).is_some_and(|n| n == "n2")).count();
+        eprintln!("{} requests, {to_n2} through n2, {} failed", done.len(), failed.len());
+        assert!(to_n2 > 10, "n2 took flows before it stopped: {to_n2}");
+        assert!(failed.is_empty(), "requests failed while n2 stopped: {failed:#?}");
+    });
+}
+
 /// A drained node (`cswitch ctl cluster drain`) gets no new flow, while a keep-alive
 /// connection the tier gave it before goes on being answered there; `ready` brings it back.
 #[test]

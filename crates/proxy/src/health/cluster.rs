@@ -49,6 +49,24 @@ pub fn config_changed(shared: &Shared, config: &config::Config) {
     }
 }
 
+/// Before a clean stop: drains this node from the cluster's L4 tier and waits (up to
+/// `limit`) until the tier sends it no new flow, so the stop fails no connection.
+pub fn leave_l4_tier(shared: &Shared, limit: Duration) {
+    let Some(node) = shared.cluster.get() else { return };
+    if node.serving().is_none() {
+        return;
+    }
+    let start = Instant::now();
+    if node.leave_l4_tier(limit) {
+        tracing::info!(
+            took_ms = start.elapsed().as_millis(),
+            "cluster: drained, the L4 tier sends no new flow here"
+        );
+    } else {
+        tracing::warn!(?limit, "cluster: an L4 tier still lists this node; stopping anyway");
+    }
+}
+
 /// Leaves gossip (at shutdown): the other nodes see this one dead within ~1 s.
 pub fn leave(shared: &Shared) {
     if let Some(node) = shared.cluster.get() {
