@@ -7,6 +7,7 @@
 //! detector says so (≤ ~1.6 s, ADR 0011), a drained one gets no new flow while conntrack
 //! keeps its open ones on it, and a joining one gets flows once it says `ready`.
 
+pub(crate) mod host;
 mod nft;
 
 use crate::keys::wall_ms;

@@ -11,7 +11,8 @@
 //! transport), `keys` (the gossip keys and their text; a leaf), `digest` (what a config
 //! digest covers), `view` (what operators see), `stats` (the transport's counters),
 //! `serving` (whether this node takes new flows: ready or draining), `l4` (the kernel L4
-//! tier a node with `[cluster.l4]` programs from the membership; `l4/nft` its table).
+//! tier a node with `[cluster.l4]` programs from the membership; `l4/nft` its table,
+//! `l4/host` what a host lacks to run it).
 //!
 //! Shared now: membership and liveness, config digests, agents' capacities, `STICKY_IP`
 //! entries, learned session cookies, TLS session IDs. Not yet: learned scheduler tables,
@@ -28,6 +29,7 @@ mod view;
 
 pub use digest::config_digest;
 pub use keys::{LearnedCookie, StickyIp, TlsSession};
+pub use l4::host::{missing as l4_missing, Lack};
 pub use l4::L4View;
 pub use node::Remote;
 pub use serving::Serving;

@@ -77,6 +77,11 @@ fn walk(root: &Table, sink: &mut Sink, path: &Path) -> (Config, Refs) {
         value: o.value.interface.clone(),
         place: sink.place(&o.span, "oneway.interface"),
     });
+    refs.cluster_l4 = cluster.as_ref().and_then(|c| c.l4.as_ref()).map(|l4| {
+        let l4_table = root.section_quiet("cluster").and_then(|c| c.section_quiet("l4"));
+        let span = l4_table.and_then(|t| t.value_span("vip"));
+        refs::Written { value: l4.table.clone(), place: sink.place(&span, "cluster.l4.vip") }
+    });
     let config = Config {
         source: path.to_path_buf(),
         global,
