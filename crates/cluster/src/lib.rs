@@ -15,8 +15,9 @@
 //! `l4/host` what a host lacks to run it).
 //!
 //! Shared now: membership and liveness, config digests, agents' capacities, `STICKY_IP`
-//! entries, learned session cookies, TLS session IDs. Not yet: learned scheduler tables,
-//! admission counts.
+//! entries, learned session cookies, TLS session IDs, whether each node takes flows from
+//! the L4 tier (`serve`) and, from a node running the tier, the nodes its kernel sends
+//! flows to. Not yet: learned scheduler tables, admission counts.
 
 mod auth;
 mod digest;
