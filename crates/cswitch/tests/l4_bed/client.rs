@@ -147,9 +147,13 @@ fn provider() -> Arc<CryptoProvider> {
 }
 
 /// A TLS 1.2 server on `at` (port 0) answering a line with its name; its own session-ID
-/// cache, no tickets, so a session resumes on this server only. Runs until the process
-/// (or its namespace's thread) ends.
-pub fn tls_server(name: &'static str, at: SocketAddr) -> SocketAddr {
+/// cache, no tickets, so a session resumes on this server only. Stops accepting once
+/// `stop` is set (its listener closed, so the bed's namespace goes with the bed).
+pub fn tls_server(
+    name: &'static str,
+    at: SocketAddr,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> SocketAddr {
     let (cert, key) = pki();
     let mut config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS12])
@@ -161,8 +165,18 @@ pub fn tls_server(name: &'static str, at: SocketAddr) -> SocketAddr {
     let config = Arc::new(config);
     let listener = TcpListener::bind(at).unwrap();
     let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
     std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let stream = match listener.accept() {
+                Ok((stream, _)) => stream,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                }
+                Err(_) => return,
+            };
+            stream.set_nonblocking(false).unwrap();
             let config = Arc::clone(&config);
             std::thread::spawn(move || {
                 let mut tls = StreamOwned::new(ServerConnection::new(config).unwrap(), stream);

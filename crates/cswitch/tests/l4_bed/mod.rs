@@ -266,10 +266,15 @@ fn start_servers(net: &Testbed) -> (Vec<SocketAddr>, Vec<SocketAddr>, std::sync:
             }
             v
         });
-        let tls: Vec<SocketAddr> =
-            ["t1", "t2", "t3", "t4"].into_iter().map(|n| client::tls_server(n, at)).collect();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let tls: Vec<SocketAddr> = ["t1", "t2", "t3", "t4"]
+            .into_iter()
+            .map(|n| client::tls_server(n, at, std::sync::Arc::clone(&done)))
+            .collect();
         tx.send((origins.iter().map(testkit::Origin::addr).collect::<Vec<_>>(), tls)).unwrap();
         let _ = stopped.recv();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        origins.iter().for_each(testkit::Origin::kill);
         drop(origins);
         drop(rt);
     });
