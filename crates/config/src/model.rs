@@ -19,9 +19,9 @@ pub struct Config {
     pub limits: Limits,
     /// `[timeouts]`
     pub timeouts: Timeouts,
-    /// `[[listener]]`, at least one.
+    /// `[[listener]]`, at least one (none needed on a node with `[cluster.l4]`).
     pub listeners: Vec<Listener>,
-    /// `[[group]]`, at least one; names unique.
+    /// `[[group]]`, at least one (none needed with `[cluster.l4]`); names unique.
     pub groups: Vec<Group>,
     /// `[admin]`: the admin listener (API, metrics, stats page); `None` = off.
     pub admin: Option<Admin>,
@@ -48,6 +48,23 @@ pub struct Cluster {
     pub key: Option<String>,
     /// How often this node gossips with a few peers (default 100ms).
     pub gossip_interval: Duration,
+    /// `[cluster.l4]`: this node programs the kernel L4 tier in front of the nodes;
+    /// `None` = it does not.
+    pub l4: Option<ClusterL4>,
+}
+
+/// `[cluster.l4]`: the kernel L4 tier this node programs from the live membership
+/// (nftables DNAT, ADR 0013).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterL4 {
+    /// The address clients connect to (IPv4), on this host or routed to it.
+    pub vip: std::net::Ipv4Addr,
+    /// The VIP's TCP ports; each flow goes to a node's gossip address at the same port.
+    pub ports: Vec<u16>,
+    /// The nodes (by name) that may take flows; empty = every node that serves.
+    pub nodes: Vec<String>,
+    /// The nftables table (family ip) the tier owns (default `cswitch_l4`).
+    pub table: String,
 }
 
 /// `[oneway]`: how the switch hands connections to the servers' agents (issue 12).
