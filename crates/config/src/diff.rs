@@ -217,13 +217,14 @@ fn balancing_keys(old: &Group, new: &Group) -> Vec<&'static str> {
     if old.persistence != new.persistence {
         keys.push("persistence");
     }
-    let pairs: [(&'static str, bool); 6] = [
+    let pairs: [(&'static str, bool); 7] = [
         ("health", old.health != new.health),
         ("passive", old.passive != new.passive),
         ("slow_start", old.slow_start != new.slow_start),
         ("drain_timeout", old.drain_timeout != new.drain_timeout),
         ("weights", old.weights != new.weights),
         ("reuse", old.reuse != new.reuse),
+        ("server_protocol", old.server_protocol != new.server_protocol),
     ];
     keys.extend(pairs.iter().filter(|(_, changed)| *changed).map(|(key, _)| *key));
     keys

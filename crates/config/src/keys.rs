@@ -78,6 +78,7 @@ pub(crate) const GROUP_KEYS: &[&str] = &[
     "drain_timeout",
     "weights",
     "reuse",
+    "server_protocol",
 ];
 pub(crate) const SERVER_KEYS: &[&str] =
     &["name", "addr", "weight", "maxconn", "cookie", "state", "agent", "mac"];

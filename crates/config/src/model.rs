@@ -577,6 +577,8 @@ pub struct Group {
     pub weights: WeightSource,
     /// Which requests may ride a pooled server connection (default safe).
     pub reuse: Reuse,
+    /// The protocol spoken to the servers (default HTTP/1.1; `h2` for gRPC).
+    pub server_protocol: ServerProtocol,
     /// At least one; names unique within the group.
     pub servers: Vec<Server>,
 }
@@ -754,6 +756,31 @@ impl Reuse {
             "safe" => Some(Reuse::Safe),
             "always" => Some(Reuse::Always),
             "never" => Some(Reuse::Never),
+            _ => None,
+        }
+    }
+}
+
+/// The protocol a group's servers are spoken to in (`server_protocol`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ServerProtocol {
+    /// HTTP/1.1, over pooled connections (default).
+    #[default]
+    Http1,
+    /// HTTP/2 with prior knowledge (h2c: servers are reached in clear text), streams
+    /// multiplexed over one connection per server and worker.
+    H2,
+}
+
+impl ServerProtocol {
+    /// Config names.
+    pub const NAMES: [&'static str; 2] = ["http/1.1", "h2"];
+
+    /// The protocol named `name`.
+    pub fn from_name(name: &str) -> Option<ServerProtocol> {
+        match name {
+            "http/1.1" => Some(ServerProtocol::Http1),
+            "h2" => Some(ServerProtocol::H2),
             _ => None,
         }
     }

@@ -121,6 +121,7 @@ fn group(name: &str, scheduler: SchedulerKind, servers: Vec<Server>) -> Group {
         drain_timeout: Duration::from_secs(300),
         weights: WeightSource::Config,
         reuse: cswitch_config::Reuse::Safe,
+        server_protocol: cswitch_config::ServerProtocol::Http1,
         servers,
     }
 }

@@ -183,6 +183,14 @@ counters! {
     /// HTTP/2 connections ended with a connection error (GOAWAY): malformed frames,
     /// floods the `h2` crate refuses (rapid reset, CONTINUATION, SETTINGS, PING).
     H2ConnectionErrors => "h2_connection_errors",
+    /// HTTP/2 connections opened to servers of `server_protocol = "h2"` groups.
+    H2ServerConnections => "h2_server_connections",
+    /// HTTP/2 client connections ended because they made the switch hold more than
+    /// `limits.h2_connection_bytes` (GOAWAY ENHANCE_YOUR_CALM).
+    H2MemoryLimit => "h2_memory_limit",
+    /// gRPC requests the switch answered itself (a refusal as a gRPC status, in the
+    /// trailers-only form).
+    GrpcStatusAnswers => "grpc_status_answers",
 }
 
 impl Counter {

@@ -5,10 +5,12 @@
 //! body is whole, or a large body in either direction, never deadlocks.
 
 use crate::floor::conns::{ConnState, Watch};
+use crate::floor::fields::write_chunked_end;
 use crate::floor::stats::Counter;
 use crate::floor::stream::{ClientStream, Piped};
 use crate::floor::worker::{BusyGuard, Worker};
 use crate::http::Client;
+use crate::http2::grpc;
 use crate::http2::request::{self, Framing, Refused, Translated};
 use crate::http2::response::{self, RelayCtx, Relayed};
 use crate::http2::Conn;
@@ -54,6 +56,7 @@ pub async fn serve(
         limits: snap.head_limits,
         is_head: t.is_head,
         client_io: snap.config.timeouts.client_io,
+        grpc: grpc::is_grpc(req.headers()),
     };
     let exchange = async {
         let upload = upload(pw, t, req.into_body(), &worker, snap.config.timeouts.client_io);
@@ -131,7 +134,13 @@ async fn upload<W: AsyncWrite + Unpin>(
     }
     match t.framing {
         Framing::Length(n) if sent != n => length_mismatch(worker),
-        Framing::Chunked => drop(pw.write_all(b"0\r\n\r\n").await),
+        Framing::Chunked => {
+            // The request's trailers (after its DATA), as the chunked trailer section.
+            let trailers = tokio::time::timeout(client_io, body.trailers()).await;
+            chunk.clear();
+            write_chunked_end(trailers.ok().and_then(Result::ok).flatten().as_ref(), &mut chunk);
+            let _ = pw.write_all(&chunk).await;
+        }
         _ => {}
     }
 }
@@ -164,6 +173,12 @@ fn refuse(
     let stats = &worker.shared.stats;
     stats.inc(if r.status == 501 { Counter::NotImplemented } else { Counter::H2Refused });
     tracing::info!(client = %conn.peer, status = r.status, reason = r.reason, "HTTP/2 request refused");
+    if grpc::is_grpc(req.headers()) {
+        stats.inc(Counter::GrpcStatusAnswers);
+        let _ = respond.send_response(grpc::trailers_only(r.status, r.reason), true);
+        let outcome = Outcome { status: r.status, error: Some(r.reason), ..Outcome::default() };
+        return log_refusal(worker, conn, listener, req, started, &outcome);
+    }
     let body = Bytes::from(format!("{}\n", r.reason));
     let response = http::Response::builder()
         .status(r.status)
