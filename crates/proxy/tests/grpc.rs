@@ -94,8 +94,8 @@ async fn grpc_calls_of_every_kind_pass_through_routed_by_method() {
     let switch = Switch::start(config::load(&path).unwrap_or_else(|d| panic!("{d}\n{text}"))).unwrap();
     let addr = switch.local_addr("web").unwrap();
 
-    let script = peer_script();
-    let args = ["60", "python3", script.to_str().unwrap(), "call", &addr.to_string()];
+    let script = peer_script().to_str().unwrap().to_string();
+    let args = ["60".to_string(), "python3".into(), script, "call".into(), addr.to_string()];
     let out = tokio::task::spawn_blocking(move || Command::new("timeout").args(args).output().unwrap())
         .await
         .unwrap();

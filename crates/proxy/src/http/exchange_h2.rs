@@ -104,7 +104,7 @@ fn after_failure(worker: &crate::floor::worker::Worker, up: &H2Upstream<'_>, f: 
 
 /// The forwarded HTTP/1.1 head as an HTTP/2 request: `Host` as `:authority` (the server's
 /// address when there is none), the connection-specific fields and those `Connection`
-/// names left out, `te` only as `trailers`. `None` if it cannot be expressed.
+/// names left out, `te: trailers` always. `None` if it cannot be expressed.
 fn to_h2_request(
     head: &[u8],
     limits: &HeadLimits,
@@ -132,6 +132,10 @@ fn to_h2_request(
         .map(<[u8]>::trim_ascii)
         .collect();
     let mut out = http::Request::builder().method(method).uri(uri).body(()).ok()?;
+    // The switch carries trailers on (to HTTP/2 clients, and chunked to HTTP/1.1 ones),
+    // and gRPC servers refuse a call without it (HTTP/1.1's rewrite drops the client's
+    // `te` as hop-by-hop).
+    out.headers_mut().insert(http::header::TE, http::HeaderValue::from_static("trailers"));
     for h in &req.headers {
         let (name, value) = (h.name.slice(head), h.value.slice(head));
         let is = |n: &[u8]| n.eq_ignore_ascii_case(name);
