@@ -478,12 +478,12 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
         ),
         H2MemoryLimit => (
             "cswitch_h2_memory_limit",
-            "HTTP/2 client connections closed for holding more than limits.h2_connection_bytes",
+            "HTTP/2 streams refused because their connection held limits.h2_connection_bytes",
             None,
         ),
         GrpcStatusAnswers => (
             "cswitch_grpc_status_answers",
-            "gRPC requests the switch answered with a gRPC status itself",
+            "gRPC calls answered with a gRPC status made from an HTTP status",
             None,
         ),
         // The refusals (`Counter::is_refusal`): per listener, in `encode_listeners`.

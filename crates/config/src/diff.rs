@@ -359,6 +359,7 @@ fn limits_fields(a: &Limits, b: &Limits) -> Vec<String> {
     field(o, "buffer_bytes", a.buffer_bytes, b.buffer_bytes);
     field(o, "rule_body_bytes", a.rule_body_bytes, b.rule_body_bytes);
     field(o, "h2_max_concurrent_streams", a.h2_max_concurrent_streams, b.h2_max_concurrent_streams);
+    field(o, "h2_connection_bytes", a.h2_connection_bytes, b.h2_connection_bytes);
     out
 }
 

@@ -335,6 +335,9 @@ pub struct Limits {
     /// Streams an HTTP/2 client may have open at once (default 100, as HAProxy's
     /// `tune.h2.max-concurrent-streams` and nginx's `http2_max_concurrent_streams`).
     pub h2_max_concurrent_streams: usize,
+    /// What one HTTP/2 client connection may make the switch hold: its streams' header
+    /// blocks and the bytes on their way through (default 4 MiB).
+    pub h2_connection_bytes: usize,
 }
 
 /// `[timeouts]`; written in the file as "500ms", "10s", "5m", "1h".

@@ -3,12 +3,14 @@
 //! scheduler instance `sched_slot` and session persistence `persist`, and the weight
 //! rules `weights`), what the workers share (`shared`: the snapshot, `stats` counters,
 //! `live` figures, the `tables`), per-worker state (`worker`, `schedulers`, `pool`,
-//! `h2pool`: the HTTP/2 server connections streams share, `buf`, `conns`: the connections eviction may close, `parked`: idle keep-alive
+//! `h2pool`: the HTTP/2 server connections streams share, `budget`: an HTTP/2 client
+//! connection's memory bound, `buf`, `conns`: the connections eviction may close, `parked`: idle keep-alive
 //! connections waiting outside the runtime, `handover`: idle connections leaving for a
 //! new binary), socket helpers (`io`, `stream`: plain or TLS client streams and the handshake),
 //! header fields between HTTP/1.1 and HTTP/2 (`fields`: connection-specific fields,
 //! trailer sections), and the typed failure every step returns (`failure`).
 
+pub mod budget;
 pub mod buf;
 pub mod conns;
 pub mod failure;

@@ -185,11 +185,11 @@ counters! {
     H2ConnectionErrors => "h2_connection_errors",
     /// HTTP/2 connections opened to servers of `server_protocol = "h2"` groups.
     H2ServerConnections => "h2_server_connections",
-    /// HTTP/2 client connections ended because they made the switch hold more than
-    /// `limits.h2_connection_bytes` (GOAWAY ENHANCE_YOUR_CALM).
+    /// HTTP/2 streams refused (RST_STREAM ENHANCE_YOUR_CALM) because their connection held
+    /// all of `limits.h2_connection_bytes`.
     H2MemoryLimit => "h2_memory_limit",
-    /// gRPC requests the switch answered itself (a refusal as a gRPC status, in the
-    /// trailers-only form).
+    /// gRPC calls answered with a gRPC status made from an HTTP status (the switch's
+    /// refusals, a server's non-200), in the trailers-only form.
     GrpcStatusAnswers => "grpc_status_answers",
 }
 

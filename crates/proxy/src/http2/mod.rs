@@ -6,7 +6,8 @@
 //! answers, the access log and counters): the stream is translated to an HTTP/1.1 request,
 //! checked against smuggling on the way (`request`), piped into those phases
 //! (`floor::stream::Piped`), and the answer read back and translated (`response`).
-//! Streams of one connection run concurrently and may go to different servers.
+//! Streams of one connection run concurrently and may go to different servers, within
+//! the connection's memory bound (`floor::budget`).
 //!
 //! | part | file |
 //! |---|---|
@@ -26,6 +27,7 @@ mod response;
 mod rewind;
 mod stream;
 
+use crate::floor::budget::Budget;
 use crate::floor::conns::{ConnState, Slot};
 use crate::floor::stats::{Counter, Stats};
 use crate::floor::stream::ClientStream;
@@ -76,6 +78,8 @@ pub(crate) struct Conn {
     pub id: u64,
     /// A stream of this connection has been answered by a server (`reuse = "safe"`).
     pub served: Cell<bool>,
+    /// What its streams may make the switch hold (`limits.h2_connection_bytes`).
+    pub budget: Rc<Budget>,
     state: Slot,
 }
 
@@ -83,12 +87,14 @@ impl Conn {
     fn new(open: &Open, stream: &ClientStream, peer: SocketAddr, state: Slot) -> Conn {
         let local = stream.tcp().and_then(|t| t.local_addr().ok());
         let tls = stream.tls_facts().map(|(sni, version)| (sni.to_string(), version));
+        let limit = open.worker.shared.snapshot.load().config.limits.h2_connection_bytes;
         Conn {
             peer,
             local: local.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
             tls,
             id: open.worker.client_id(),
             served: Cell::new(false),
+            budget: Budget::new(limit),
             state,
         }
     }

@@ -4,6 +4,7 @@
 //! relayed back (`response`). The three run together, so a server that answers before the
 //! body is whole, or a large body in either direction, never deadlocks.
 
+use crate::floor::budget::{Charge, Metered};
 use crate::floor::conns::{ConnState, Watch};
 use crate::floor::fields::write_chunked_end;
 use crate::floor::stats::Counter;
@@ -40,9 +41,15 @@ pub async fn serve(
         Ok(t) => t,
         Err(r) => return refuse(&worker, &conn, listener, &req, &mut respond, r),
     };
+    if conn.budget.full() {
+        return over_budget(&worker, &conn, &mut respond);
+    }
+    // The header block is held while the stream runs; the pipes hold what passes.
+    let _head = Charge::new(&conn.budget, t.head.len());
     let snap = worker.shared.snapshot.load_full();
     let (mine, theirs) = tokio::io::duplex(PIPE_BYTES);
-    let mut client = piped_client(&conn, theirs);
+    let mine = Metered::new(mine, &conn.budget);
+    let mut client = piped_client(&conn, Metered::new(theirs, &conn.budget));
     let phases = async {
         crate::http::serve_piped(&worker, listener, &mut client).await;
         if client.served {
@@ -76,7 +83,7 @@ pub async fn serve(
 
 /// The stream as a client connection of the HTTP/1.1 phases: the real connection's
 /// address, TLS facts, pool id and `served`; busy from the start (never evicted).
-fn piped_client(conn: &Conn, io: tokio::io::DuplexStream) -> Client {
+fn piped_client(conn: &Conn, io: Metered<tokio::io::DuplexStream>) -> Client {
     let piped = Piped { io, local: conn.local, tls: conn.tls.clone() };
     Client {
         stream: ClientStream::Piped(Box::new(piped)),
@@ -120,7 +127,6 @@ async fn upload<W: AsyncWrite + Unpin>(
         if matches!(t.framing, Framing::Length(n) if sent > n) || t.framing == Framing::None {
             return length_mismatch(worker);
         }
-        let _ = body.flow_control().release_capacity(data.len());
         let written = match t.framing {
             Framing::Chunked => {
                 request::chunk(&data, &mut chunk);
@@ -131,6 +137,9 @@ async fn upload<W: AsyncWrite + Unpin>(
         if written.is_err() {
             return;
         }
+        // Only now may the client send more: what waits for the pipe (the connection's
+        // budget full) stays within the flow-control window.
+        let _ = body.flow_control().release_capacity(data.len());
     }
     match t.framing {
         Framing::Length(n) if sent != n => length_mismatch(worker),
@@ -143,6 +152,14 @@ async fn upload<W: AsyncWrite + Unpin>(
         }
         _ => {}
     }
+}
+
+/// A stream opened while the connection holds all the switch gives it
+/// (`limits.h2_connection_bytes`): reset ENHANCE_YOUR_CALM, counted and logged.
+fn over_budget(worker: &Worker, conn: &Conn, respond: &mut SendResponse<Bytes>) {
+    worker.shared.stats.inc(Counter::H2MemoryLimit);
+    tracing::info!(client = %conn.peer, held = conn.budget.held(), "HTTP/2 connection at its memory bound; stream refused");
+    respond.send_reset(h2::Reason::ENHANCE_YOUR_CALM);
 }
 
 /// DATA that disagrees with `content-length` (RFC 9113 §8.1.1: malformed).
