@@ -77,7 +77,9 @@ impl Txn<'_> {
                 }
             }
         };
-        let keep = relayed.map_err(|f| after_failure(worker, &up, f))?;
+        // A broken server connection is found (and forgotten) by the next request's
+        // `ready()`; one stream's failure says nothing about the others.
+        let keep = relayed?;
         let body_whole = matches!(pumped, Some(Ok(_)));
         if let Some(Ok(n)) = pumped {
             self.outcome.bytes_in += n;
@@ -92,14 +94,6 @@ fn lost(worker: &crate::floor::worker::Worker, up: &H2Upstream<'_>, e: &h2::Erro
     worker.h2_pools.forget(up.server.id);
     tracing::info!(server = %up.server.name, error = %e, "HTTP/2 server connection lost");
     Failure::unanswered(false, up.reused)
-}
-
-/// A failed exchange: a connection-level error forgets the connection.
-fn after_failure(worker: &crate::floor::worker::Worker, up: &H2Upstream<'_>, f: Failure) -> Failure {
-    if f.side == crate::floor::failure::Side::Server {
-        worker.h2_pools.forget(up.server.id);
-    }
-    f
 }
 
 /// The forwarded HTTP/1.1 head as an HTTP/2 request: `Host` as `:authority` (the server's

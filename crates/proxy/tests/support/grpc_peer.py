@@ -5,7 +5,10 @@ raw bytes. Every answer names the server that gave it.
 
   python3 grpc_peer.py serve NAME   # listens on 127.0.0.1:0, prints the port, serves
                                     # until its standard input closes
-  python3 grpc_peer.py call ADDR    # runs every call through ADDR, prints one JSON object
+  python3 grpc_peer.py call ADDR [CA NAME]
+                                    # runs every call through ADDR (over TLS when CA, the
+                                    # certificate to trust, and NAME, the server name, are
+                                    # given), prints one JSON object
 """
 
 import json
@@ -72,9 +75,18 @@ def status(e):
     return {"code": e.code().name, "details": e.details()}
 
 
-def call(addr):
+def channel(addr, tls):
+    if not tls:
+        return grpc.insecure_channel(addr)
+    ca, name = tls
+    with open(ca, "rb") as f:
+        creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+    return grpc.secure_channel(addr, creds, options=(("grpc.ssl_target_name_override", name),))
+
+
+def call(addr, tls):
     out = {}
-    with grpc.insecure_channel(addr) as ch:
+    with channel(addr, tls) as ch:
         path = lambda m: f"/{SERVICE}/{m}"
         unary = ch.unary_unary(path("Unary"), ident, ident)
         resp, c = unary.with_call(b"hi", timeout=10)
@@ -122,4 +134,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "serve":
         serve(sys.argv[2])
     else:
-        call(sys.argv[2])
+        call(sys.argv[2], sys.argv[3:5])
