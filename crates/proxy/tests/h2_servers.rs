@@ -109,6 +109,7 @@ async fn rig(tag: &str) -> Rig {
     std::fs::write(dir.join("web.rules"), rules).unwrap();
     let text = format!(
         "[global]\nworkers = 1\ngrace_period = \"2s\"\n[access_log]\nenabled = false\n\
+         [limits]\nmax_body_bytes = 1000\n\
          [[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"web\"\nrules = \"web.rules\"\n\
          [[group]]\nname = \"web\"\nservers = [ {{ name = \"w\", addr = \"{web}\" }} ]\n\
          [[group]]\nname = \"gh\"\nserver_protocol = \"h2\"\nservers = [ {{ name = \"h\", addr = \"{h2_addr}\" }} ]\n\
@@ -224,4 +225,18 @@ async fn a_server_that_does_not_speak_http2_is_a_502() {
     // The HTTP/2 group is not affected.
     let got = testkit::get(r.addr, "/h/b").await.unwrap();
     assert_eq!((got.status, got.body_str().as_str()), (200, "h2 GET /h/b\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_body_over_the_limit_is_a_413() {
+    let r = rig("limit").await;
+    let mut c = RawClient::connect(r.addr).await.unwrap();
+    let big = "x".repeat(600);
+    let chunked = format!(
+        "POST /h/big HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n258\r\n{big}\r\n258\r\n{big}\r\n0\r\n\r\n"
+    );
+    c.send(chunked.as_bytes()).await.unwrap();
+    let got = c.read_response().await.unwrap();
+    assert_eq!(got.status, 413, "{}", got.body_str());
+    assert_eq!(r.switch.stats().get(Counter::BodyTooLarge), 1);
 }

@@ -70,8 +70,15 @@ impl Txn<'_> {
                     biased;
                     r = &mut relay => break r,
                     p = &mut pump, if pumped.is_none() => match p {
-                        Err(Up::Refuse(r)) => return Err(Failure::client(Some(r))),
-                        Err(Up::ClientGone) => return Err(Failure::client(None)),
+                        Err(Up::Refuse(r)) => {
+                            let stats = &worker.shared.stats;
+                            stats.inc(if r.status == 413 { Counter::BodyTooLarge } else { Counter::BadRequest });
+                            return Err(Failure::client(Some(r)));
+                        }
+                        Err(Up::ClientGone) => {
+                            worker.shared.stats.inc(Counter::ClientAbortedBody);
+                            return Err(Failure::client(None));
+                        }
                         other => pumped = Some(other),
                     },
                 }
