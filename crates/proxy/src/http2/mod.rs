@@ -48,6 +48,10 @@ const MAX_PENDING_RESETS: usize = 20;
 /// Streams the switch may reset for a client's errors before it closes the connection.
 const MAX_ERROR_RESETS: usize = 100;
 
+/// Streams a client may open while its connection is at its memory bound (each refused)
+/// before the connection is closed with ENHANCE_YOUR_CALM.
+const MAX_MEMORY_REFUSALS: usize = 20;
+
 /// Whether the TLS handshake chose HTTP/2 (ALPN `h2`).
 pub fn negotiated(stream: &ClientStream) -> bool {
     let ClientStream::Tls(tls) = stream else { return false };
@@ -80,6 +84,8 @@ pub(crate) struct Conn {
     pub served: Cell<bool>,
     /// What its streams may make the switch hold (`limits.h2_connection_bytes`).
     pub budget: Rc<Budget>,
+    /// Streams refused because the budget was full.
+    memory_refusals: Cell<usize>,
     state: Slot,
 }
 
@@ -95,6 +101,7 @@ impl Conn {
             id: open.worker.client_id(),
             served: Cell::new(false),
             budget: Budget::new(limit),
+            memory_refusals: Cell::new(0),
             state,
         }
     }
@@ -129,6 +136,13 @@ where
                     rapid_reset(worker, &conn, &mut h2);
                     streams.abort_all();
                     closing = true;
+                }
+                Some(Ok((_, mut respond))) if conn.budget.full() => {
+                    if over_budget(worker, &conn, &mut respond) {
+                        h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                        streams.abort_all();
+                        closing = true;
+                    }
                 }
                 Some(Ok((req, respond))) => {
                     worker.shared.stats.inc(Counter::H2Streams);
@@ -220,6 +234,24 @@ where
     worker.shared.stats.inc(Counter::H2ConnectionErrors);
     tracing::warn!(client = %conn.peer, "HTTP/2 client reset streams faster than they ended; connection closed");
     h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+}
+
+/// A stream opened while the connection holds all the switch gives it
+/// (`limits.h2_connection_bytes`): reset ENHANCE_YOUR_CALM, counted and logged. True when
+/// the client has done so `MAX_MEMORY_REFUSALS` times: the connection is to end.
+fn over_budget(worker: &Worker, conn: &Conn, respond: &mut h2::server::SendResponse<bytes::Bytes>) -> bool {
+    worker.shared.stats.inc(Counter::H2MemoryLimit);
+    respond.send_reset(h2::Reason::ENHANCE_YOUR_CALM);
+    let refused = conn.memory_refusals.get() + 1;
+    conn.memory_refusals.set(refused);
+    let held = conn.budget.held();
+    tracing::info!(client = %conn.peer, held, "HTTP/2 connection at its memory bound; stream refused");
+    if refused < MAX_MEMORY_REFUSALS {
+        return false;
+    }
+    worker.shared.stats.inc(Counter::H2ConnectionErrors);
+    tracing::warn!(client = %conn.peer, "HTTP/2 client kept opening streams at its memory bound; connection closed");
+    true
 }
 
 /// A connection that ended in error: counted and logged when the client broke the

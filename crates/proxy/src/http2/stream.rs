@@ -41,9 +41,6 @@ pub async fn serve(
         Ok(t) => t,
         Err(r) => return refuse(&worker, &conn, listener, &req, &mut respond, r),
     };
-    if conn.budget.full() {
-        return over_budget(&worker, &conn, &mut respond);
-    }
     // The header block is held while the stream runs; the pipes hold what passes.
     let _head = Charge::new(&conn.budget, t.head.len());
     let snap = worker.shared.snapshot.load_full();
@@ -152,14 +149,6 @@ async fn upload<W: AsyncWrite + Unpin>(
         }
         _ => {}
     }
-}
-
-/// A stream opened while the connection holds all the switch gives it
-/// (`limits.h2_connection_bytes`): reset ENHANCE_YOUR_CALM, counted and logged.
-fn over_budget(worker: &Worker, conn: &Conn, respond: &mut SendResponse<Bytes>) {
-    worker.shared.stats.inc(Counter::H2MemoryLimit);
-    tracing::info!(client = %conn.peer, held = conn.budget.held(), "HTTP/2 connection at its memory bound; stream refused");
-    respond.send_reset(h2::Reason::ENHANCE_YOUR_CALM);
 }
 
 /// DATA that disagrees with `content-length` (RFC 9113 §8.1.1: malformed).
