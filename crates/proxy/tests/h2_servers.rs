@@ -16,7 +16,6 @@ use testkit::{Origin, RawClient};
 /// What the HTTP/2 origin saw of one request.
 #[derive(Clone, Debug)]
 struct Seen {
-    #[allow(dead_code)] // for a failing assertion's message
     path: String,
     authority: String,
     version: http::Version,
@@ -202,16 +201,21 @@ async fn http2_streams_are_multiplexed_over_one_server_connection() {
         let trailer = trailers.as_ref().and_then(|t| t.get("x-trailer"));
         assert_eq!(trailer.is_some(), path.contains("trailers"), "{path}: {trailers:?}");
     }
-    // A POST whose body comes in pieces, without a length.
+    // A POST whose body comes in pieces, without a length, then trailers.
     send = send.ready().await.unwrap();
     let req =
         http::Request::builder().method("POST").uri(format!("http://{}/h/up", r.addr)).body(()).unwrap();
     let (response, mut body) = send.send_request(req, false).unwrap();
     body.send_data(Bytes::from_static(b"one,"), false).unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
-    body.send_data(Bytes::from_static(b"two"), true).unwrap();
+    body.send_data(Bytes::from_static(b"two"), false).unwrap();
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("x-sum", http::HeaderValue::from_static("7"));
+    body.send_trailers(trailers).unwrap();
     let (status, text, _) = h2_answer(response).await;
     assert_eq!((status, text.as_str()), (200, "h2 POST /h/up\none,two"));
+    let up = r.h2.seen().into_iter().find(|s| s.path == "/h/up").unwrap();
+    assert_eq!(up.trailers.unwrap().get("x-sum").unwrap(), "7", "the client's trailers reached the server");
     assert_eq!(r.h2.connections.load(Ordering::SeqCst), 1, "41 streams, one server connection");
     assert_eq!(r.switch.stats().get(Counter::H2ServerConnections), 1);
 }
