@@ -29,6 +29,8 @@ struct Seen {
 #[derive(Clone, Default)]
 struct H2Origin {
     connections: Arc<AtomicUsize>,
+    /// Connections not closed yet.
+    open: Arc<AtomicUsize>,
     seen: Arc<Mutex<Vec<Seen>>>,
 }
 
@@ -41,6 +43,7 @@ impl H2Origin {
         tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
                 o.connections.fetch_add(1, Ordering::SeqCst);
+                o.open.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(o.clone().serve(tcp));
             }
         });
@@ -48,10 +51,12 @@ impl H2Origin {
     }
 
     async fn serve(self, tcp: tokio::net::TcpStream) {
-        let Ok(mut conn) = h2::server::handshake(tcp).await else { return };
-        while let Some(Ok((req, respond))) = conn.accept().await {
-            tokio::spawn(self.clone().answer(req, respond));
+        if let Ok(mut conn) = h2::server::handshake(tcp).await {
+            while let Some(Ok((req, respond))) = conn.accept().await {
+                tokio::spawn(self.clone().answer(req, respond));
+            }
         }
+        self.open.fetch_sub(1, Ordering::SeqCst);
     }
 
     async fn answer(self, req: http::Request<h2::RecvStream>, mut respond: h2::server::SendResponse<Bytes>) {
@@ -108,7 +113,7 @@ async fn rig(tag: &str) -> Rig {
     std::fs::write(dir.join("web.rules"), rules).unwrap();
     let text = format!(
         "[global]\nworkers = 1\ngrace_period = \"2s\"\n[access_log]\nenabled = false\n\
-         [limits]\nmax_body_bytes = 1000\n\
+         [limits]\nmax_body_bytes = 1000\n[timeouts]\npool_idle = \"1s\"\n\
          [[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"web\"\nrules = \"web.rules\"\n\
          [[group]]\nname = \"web\"\nservers = [ {{ name = \"w\", addr = \"{web}\" }} ]\n\
          [[group]]\nname = \"gh\"\nserver_protocol = \"h2\"\nservers = [ {{ name = \"h\", addr = \"{h2_addr}\" }} ]\n\
@@ -243,4 +248,17 @@ async fn a_chunked_body_over_the_limit_is_a_413() {
     let got = c.read_response().await.unwrap();
     assert_eq!(got.status, 413, "{}", got.body_str());
     assert_eq!(r.switch.stats().get(Counter::BodyTooLarge), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_server_connection_is_let_go_after_pool_idle() {
+    let r = rig("idle").await;
+    assert_eq!(testkit::get(r.addr, "/h/1").await.unwrap().status, 200);
+    assert_eq!(testkit::get(r.addr, "/h/2").await.unwrap().status, 200);
+    assert_eq!(r.h2.connections.load(Ordering::SeqCst), 1);
+    // `pool_idle` is 1 s here; the housekeeping looks every second.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(testkit::get(r.addr, "/h/3").await.unwrap().status, 200);
+    assert_eq!(r.h2.connections.load(Ordering::SeqCst), 2, "a new connection after the idle one was let go");
+    assert_eq!(r.h2.open.load(Ordering::SeqCst), 1, "the idle one closed");
 }

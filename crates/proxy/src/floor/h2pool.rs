@@ -2,7 +2,8 @@
 //! server, shared by every request the worker sends it (streams multiplexed; the `h2`
 //! crate makes a stream wait while the server's `SETTINGS_MAX_CONCURRENT_STREAMS` are in
 //! use). While one request opens the connection, the others wait for it rather than open
-//! their own. The connection's task (`upstream::h2`) drives it; a handle that finds it
+//! their own. The housekeeping lets go of a connection no request used for
+//! `timeouts.pool_idle`, as of an idle pooled HTTP/1.1 connection. The connection's task (`upstream::h2`) drives it; a handle that finds it
 //! gone is forgotten and the next request connects again.
 
 use bytes::Bytes;
@@ -10,10 +11,12 @@ use h2::client::SendRequest;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 enum Entry {
-    Ready(SendRequest<Bytes>),
+    /// The connection, and when a request last took a stream on it.
+    Ready(SendRequest<Bytes>, Instant),
     /// A request is opening it; woken when it is there or failed.
     Opening(Rc<Notify>),
 }
@@ -45,8 +48,11 @@ impl H2Pools {
     /// The connection to server `id`, a wait for it, or the task of opening it.
     pub fn find(&self, id: u64) -> Found<'_> {
         let mut conns = self.conns.borrow_mut();
-        match conns.get(&id) {
-            Some(Entry::Ready(send)) => Found::Ready(send.clone()),
+        match conns.get_mut(&id) {
+            Some(Entry::Ready(send, used)) => {
+                *used = Instant::now();
+                Found::Ready(send.clone())
+            }
             Some(Entry::Opening(n)) => Found::Wait(Rc::clone(n)),
             None => {
                 let notify = Rc::new(Notify::new());
@@ -59,16 +65,27 @@ impl H2Pools {
     /// Forgets the connection to server `id` (it failed).
     pub fn forget(&self, id: u64) {
         let mut conns = self.conns.borrow_mut();
-        if matches!(conns.get(&id), Some(Entry::Ready(_))) {
+        if matches!(conns.get(&id), Some(Entry::Ready(..))) {
             conns.remove(&id);
         }
+    }
+
+    /// Lets go of connections no request took a stream on for `max_idle`, and of servers no
+    /// longer configured (`keep` says which ids are). A connection closes once the streams
+    /// still running on it end.
+    pub fn sweep(&self, max_idle: Duration, keep: impl Fn(u64) -> bool) {
+        let now = Instant::now();
+        self.conns.borrow_mut().retain(|id, entry| match entry {
+            Entry::Ready(_, used) => keep(*id) && now.duration_since(*used) < max_idle,
+            Entry::Opening(_) => true,
+        });
     }
 }
 
 impl Opening<'_> {
     /// The connection is open: kept, and the waiting requests woken.
     pub fn done(self, send: SendRequest<Bytes>) {
-        self.pools.conns.borrow_mut().insert(self.id, Entry::Ready(send));
+        self.pools.conns.borrow_mut().insert(self.id, Entry::Ready(send, Instant::now()));
     }
 }
 
