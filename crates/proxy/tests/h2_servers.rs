@@ -109,7 +109,8 @@ async fn rig(tag: &str) -> Rig {
     let dir = std::env::temp_dir().join(format!("cswitch-h2up-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let rules = "H: if (prefix(path, \"/h/\")) { setHeader(\"x-rule\", \"H\"); routeTo(gh); }\n\
-                 Bad: if (prefix(path, \"/bad/\")) { routeTo(gbad); }\n";
+                 Bad: if (prefix(path, \"/bad/\")) { routeTo(gbad); }\n\
+                 Sticky: if (prefix(path, \"/p/\")) { routeTo(gp); }\n";
     std::fs::write(dir.join("web.rules"), rules).unwrap();
     let text = format!(
         "[global]\nworkers = 1\ngrace_period = \"2s\"\n[access_log]\nenabled = false\n\
@@ -117,7 +118,9 @@ async fn rig(tag: &str) -> Rig {
          [[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"web\"\nrules = \"web.rules\"\n\
          [[group]]\nname = \"web\"\nservers = [ {{ name = \"w\", addr = \"{web}\" }} ]\n\
          [[group]]\nname = \"gh\"\nserver_protocol = \"h2\"\nservers = [ {{ name = \"h\", addr = \"{h2_addr}\" }} ]\n\
-         [[group]]\nname = \"gbad\"\nserver_protocol = \"h2\"\nservers = [ {{ name = \"b\", addr = \"{web}\" }} ]\n",
+         [[group]]\nname = \"gbad\"\nserver_protocol = \"h2\"\nservers = [ {{ name = \"b\", addr = \"{web}\" }} ]\n\
+         [[group]]\nname = \"gp\"\nserver_protocol = \"h2\"\npersistence = {{ mode = \"insert\", cookie = \"SRV\" }}\n\
+         servers = [ {{ name = \"p\", addr = \"{h2_addr}\" }} ]\n",
         web = web.addr()
     );
     let path = dir.join("cswitch.toml");
@@ -261,4 +264,18 @@ async fn an_idle_server_connection_is_let_go_after_pool_idle() {
     assert_eq!(testkit::get(r.addr, "/h/3").await.unwrap().status, 200);
     assert_eq!(r.h2.connections.load(Ordering::SeqCst), 2, "a new connection after the idle one was let go");
     assert_eq!(r.h2.open.load(Ordering::SeqCst), 1, "the idle one closed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_persistence_edits_the_answers_of_an_http2_server() {
+    let r = rig("persist").await;
+    let first = testkit::get(r.addr, "/p/one").await.unwrap();
+    assert_eq!((first.status, first.body_str().as_str()), (200, "h2 GET /p/one\n"));
+    assert_eq!(first.header("Set-Cookie"), Some("SRV=p; Path=/; HttpOnly"), "{:?}", first.headers);
+    let mut c = RawClient::connect(r.addr).await.unwrap();
+    c.send(b"GET /p/two HTTP/1.1\r\nHost: t\r\nCookie: SRV=p\r\n\r\n").await.unwrap();
+    let again = c.read_response().await.unwrap();
+    assert_eq!((again.status, again.body_str().as_str()), (200, "h2 GET /p/two\n"));
+    assert_eq!(again.header("Set-Cookie"), None, "a valid cookie is not set again");
+    assert!(r.switch.stats().get(Counter::PersistenceHits) >= 1);
 }

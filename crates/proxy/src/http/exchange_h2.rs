@@ -6,18 +6,20 @@
 //! `grpc-status`) as the chunked trailer section. Both directions run at once, so a
 //! bidirectional gRPC call flows both ways; flow control bounds each (the server's window
 //! for the body, the stream window `upstream::h2` gives the server for the response).
-//! Response edits the HTTP/1.1 reply phase makes (persistence cookies inserted or
-//! rewritten) do not apply here.
+//! The group's session persistence edits the answer's head as the HTTP/1.1 reply phase's
+//! does (`reply::write_head_with`: a cookie inserted or rewritten).
 
 use crate::floor::failure::{Failure, Refusal};
 use crate::floor::fields::{parse_trailer_section, write_chunked_end, CONNECTION_SPECIFIC};
 use crate::floor::io::{read_some, write_all_parts, IoFail};
+use crate::floor::persist::OnResponse;
 use crate::floor::stats::Counter;
+use crate::http::reply;
 use crate::http::txn::Txn;
 use crate::upstream::h2::{self as h2up, H2Upstream};
 use bytes::Bytes;
 use h2::{RecvStream, SendStream};
-use http1::{BodyKind, BodyScanner, HeadLimits, Parse, RequestHead, Version};
+use http1::{BodyKind, BodyScanner, HeadLimits, Parse, RequestHead, ResponseHead, ResponseRewrite, Version};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
@@ -50,12 +52,23 @@ impl Txn<'_> {
         let t = &snap.config.timeouts;
         let Some(cbuf) = self.client.buf.as_mut() else { return Err(Failure::client(None)) };
         let (mut cr, mut cw) = self.client.stream.split();
+        let g = snap.group(group);
+        let share = worker.shared.cluster.get().map(|c| (g.name.as_str(), &**c));
+        let (found, server) = (&self.s.notes.persist, up.server);
         let down = Down {
             keep: self.s.req.keep_alive && !self.s.close_after && self.s.req.version != Version::Http10,
             chunked_ok: self.s.req.version != Version::Http10,
             is_head: self.s.req.is_head,
             server_timeout: t.server_response,
             client_timeout: t.client_io,
+            persist: g.persistence.as_deref().map(|persist| OnResponse {
+                persist,
+                found,
+                server,
+                index,
+                share,
+            }),
+            limits: snap.head_limits,
         };
         let mut pumped = no_body.then_some(Ok(0u64));
         let kind = self.s.req.body;
@@ -220,7 +233,7 @@ async fn send_data(upload: &mut SendStream<Bytes>, data: &mut Vec<u8>) -> Result
 }
 
 /// What relaying the response needs.
-struct Down {
+struct Down<'a> {
     /// The client connection may stay open after it.
     keep: bool,
     /// The client speaks HTTP/1.1 (chunked coding, trailers).
@@ -228,6 +241,9 @@ struct Down {
     is_head: bool,
     server_timeout: Duration,
     client_timeout: Duration,
+    /// The group's session persistence, which may edit the head.
+    persist: Option<OnResponse<'a>>,
+    limits: HeadLimits,
 }
 
 /// Waits for the response and writes it to the client as HTTP/1.1; true when the client
@@ -235,7 +251,7 @@ struct Down {
 async fn relay_down<W: AsyncWrite + Unpin>(
     cw: &mut W,
     response: h2::client::ResponseFuture,
-    down: &Down,
+    down: &Down<'_>,
     out: &mut Vec<u8>,
     outcome: &mut crate::observe::record::Outcome,
 ) -> Result<bool, Failure> {
@@ -251,6 +267,9 @@ async fn relay_down<W: AsyncWrite + Unpin>(
     let status = parts.status.as_u16();
     let no_body = down.is_head || status == 204 || status == 304;
     let framing = write_head(&parts, no_body || body.is_end_stream(), down, out);
+    if let Some(persist) = &down.persist {
+        persistence_edits(persist, down, framing, out);
+    }
     outcome.status = status;
     let deadline = Instant::now() + down.client_timeout;
     write_all_parts(cw, &[out], deadline).await.map_err(|_| Failure::client(None))?;
@@ -305,9 +324,28 @@ enum Framing {
     UntilClose,
 }
 
+/// The head in `out` edited by the group's session persistence, as the HTTP/1.1 reply
+/// phase edits a server's head.
+fn persistence_edits(persist: &OnResponse<'_>, down: &Down<'_>, framing: Framing, out: &mut Vec<u8>) {
+    let mut resp = ResponseHead::new();
+    let limits = HeadLimits { max_head_bytes: out.len().max(down.limits.max_head_bytes), ..down.limits };
+    if !matches!(resp.parse(out, &limits, down.is_head), Ok(Parse::Complete)) {
+        return; // written above from valid fields: cannot happen
+    }
+    let rw = ResponseRewrite {
+        client_version: if down.chunked_ok { Version::Http11 } else { Version::Http10 },
+        keep_alive: down.keep && framing != Framing::UntilClose,
+        upgrade: false,
+        dechunk: false,
+    };
+    let mut edited = Vec::with_capacity(out.len() + 128);
+    reply::write_head_with(Some(persist), out, &resp, &rw, &mut edited);
+    *out = edited;
+}
+
 /// The response head as HTTP/1.1 in `out`; `ended`: no body follows (a trailers-only
 /// gRPC answer gets `content-length: 0`).
-fn write_head(parts: &http::response::Parts, ended: bool, down: &Down, out: &mut Vec<u8>) -> Framing {
+fn write_head(parts: &http::response::Parts, ended: bool, down: &Down<'_>, out: &mut Vec<u8>) -> Framing {
     out.clear();
     let reason = parts.status.canonical_reason().unwrap_or("");
     out.extend_from_slice(format!("HTTP/1.1 {} {reason}\r\n", parts.status.as_u16()).as_bytes());
