@@ -27,6 +27,7 @@ pub(crate) const LIMITS_KEYS: &[&str] = &[
     "buffer_bytes",
     "rule_body_bytes",
     "h2_max_concurrent_streams",
+    "h2_connection_bytes",
 ];
 pub(crate) const TIMEOUTS_KEYS: &[&str] = &[
     "client_head",
@@ -78,6 +79,7 @@ pub(crate) const GROUP_KEYS: &[&str] = &[
     "drain_timeout",
     "weights",
     "reuse",
+    "server_protocol",
 ];
 pub(crate) const SERVER_KEYS: &[&str] =
     &["name", "addr", "weight", "maxconn", "cookie", "state", "agent", "mac"];

@@ -352,6 +352,9 @@ pub struct Limits {
     /// Streams an HTTP/2 client may have open at once (default 100, as HAProxy's
     /// `tune.h2.max-concurrent-streams` and nginx's `http2_max_concurrent_streams`).
     pub h2_max_concurrent_streams: usize,
+    /// What one HTTP/2 client connection may make the switch hold: its streams' header
+    /// blocks and the bytes on their way through (default 4 MiB).
+    pub h2_connection_bytes: usize,
 }
 
 /// `[timeouts]`; written in the file as "500ms", "10s", "5m", "1h".
@@ -594,6 +597,8 @@ pub struct Group {
     pub weights: WeightSource,
     /// Which requests may ride a pooled server connection (default safe).
     pub reuse: Reuse,
+    /// The protocol spoken to the servers (default HTTP/1.1; `h2` for gRPC).
+    pub server_protocol: ServerProtocol,
     /// At least one; names unique within the group.
     pub servers: Vec<Server>,
 }
@@ -771,6 +776,31 @@ impl Reuse {
             "safe" => Some(Reuse::Safe),
             "always" => Some(Reuse::Always),
             "never" => Some(Reuse::Never),
+            _ => None,
+        }
+    }
+}
+
+/// The protocol a group's servers are spoken to in (`server_protocol`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ServerProtocol {
+    /// HTTP/1.1, over pooled connections (default).
+    #[default]
+    Http1,
+    /// HTTP/2 with prior knowledge (h2c: servers are reached in clear text), streams
+    /// multiplexed over one connection per server and worker.
+    H2,
+}
+
+impl ServerProtocol {
+    /// Config names.
+    pub const NAMES: [&'static str; 2] = ["http/1.1", "h2"];
+
+    /// The protocol named `name`.
+    pub fn from_name(name: &str) -> Option<ServerProtocol> {
+        match name {
+            "http/1.1" => Some(ServerProtocol::Http1),
+            "h2" => Some(ServerProtocol::H2),
             _ => None,
         }
     }

@@ -227,6 +227,7 @@ async fn housekeeping(worker: Rc<Worker>) {
             let snap = worker.shared.snapshot.load();
             let live = |id: u64| snap.groups.iter().any(|g| g.servers.iter().any(|s| s.id == id));
             worker.pools.sweep(snap.config.timeouts.pool_idle, live);
+            worker.h2_pools.sweep(snap.config.timeouts.pool_idle, live);
         }
     }
 }

@@ -146,7 +146,19 @@ where
 /// Writes the response head for the client, with the persistence edits when the group has
 /// persistence.
 fn write_head(ctx: &ReplyCtx<'_>, head: &[u8], resp: &ResponseHead, rw: &ResponseRewrite, out: &mut Vec<u8>) {
-    let Some(persist) = &ctx.persist else {
+    write_head_with(ctx.persist.as_ref(), head, resp, rw, out);
+}
+
+/// Writes a response head for the client, with `persist`'s edits (also for the answers of
+/// HTTP/2 servers, `exchange_h2`).
+pub(super) fn write_head_with(
+    persist: Option<&OnResponse<'_>>,
+    head: &[u8],
+    resp: &ResponseHead,
+    rw: &ResponseRewrite,
+    out: &mut Vec<u8>,
+) {
+    let Some(persist) = persist else {
         write_response_head(head, resp, rw, out);
         return;
     };
