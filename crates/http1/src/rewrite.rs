@@ -287,20 +287,23 @@ struct HopByHop<'a> {
 
 impl<'a> HopByHop<'a> {
     fn new(buf: &'a [u8], headers: &'a [HeaderSpan], keep_upgrade: bool) -> Self {
-        let is_conn = |h: &HeaderSpan| h.name.end - h.name.start == 10 && is(buf, h, b"connection");
-        let connection = match (headers.iter().position(is_conn), headers.iter().rposition(is_conn)) {
-            (Some(first), Some(last)) => headers.get(first..=last).unwrap_or_default(),
-            _ => &[],
-        };
+        let (mut first, mut last) = (usize::MAX, 0);
         let (mut close_listed, mut names_others) = (false, false);
-        for h in connection.iter().filter(|h| is_conn(h)) {
+        for (i, h) in headers.iter().enumerate() {
+            if h.name.end - h.name.start != 10 || !is(buf, h, b"connection") {
+                continue;
+            }
+            (first, last) = (first.min(i), i);
             for e in list_elements(h.value.slice(buf)) {
                 let close = e.eq_ignore_ascii_case(b"close");
                 close_listed |= close;
                 names_others |= !e.is_empty() && !close && !e.eq_ignore_ascii_case(b"keep-alive");
             }
         }
-        let connection = if names_others { connection } else { &[] };
+        let connection = match names_others {
+            true => headers.get(first..=last).unwrap_or_default(),
+            false => &[],
+        };
         HopByHop { buf, connection, close_listed, keep_upgrade }
     }
 
