@@ -15,7 +15,7 @@ own origin connection (round robin), so under wrk's keep-alive load without pipe
 kernel work is an HTTP proxy's with connection reuse (a receive and a send per direction per
 request) and its user-space work is nearly nothing. CPU is user + system time from /proc.
 """
-import os, subprocess, sys, tempfile, time
+import os, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import protocols as p  # noqa: E402  (same harness pieces and configs)
@@ -42,22 +42,14 @@ def argv(name, d, cswitch, bins):
 
 
 def one_run(name, row, d, seconds, cswitch, bins):
-    proc = p.start(argv(name, d, cswitch, bins), os.path.join(d, f"{name}.log"))
-    try:
-        if not p.wait_port(p.PORT):
-            raise SystemExit(f"{name} did not listen: see {d}/{name}.log")
-        time.sleep(0.3)
-        before = p.cpu_seconds(proc)
+    def wrk():
         path = "/app/10k" if row == "ka10k" else "/app/small"
         out = subprocess.run(["taskset", "-c", p.LG, "timeout", str(seconds + 10), "wrk", "-t1", "-c64",
                               f"-d{seconds}s", f"http://127.0.0.1:{p.PORT}{path}"],
                              capture_output=True, text=True).stdout
-        cpu = p.cpu_seconds(proc) - before
         done = int(out.split(" requests in")[0].split()[-1]) if " requests in" in out else 0
-        return done / seconds, (cpu / done * 1e6 if done else float("nan")), p.wrk_errors(out)
-    finally:
-        p.stop(proc)
-        time.sleep(0.3)
+        return done, p.wrk_errors(out)
+    return p.measured(argv(name, d, cswitch, bins), os.path.join(d, f"{name}.log"), wrk, seconds)
 
 
 def main():

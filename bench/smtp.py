@@ -17,7 +17,7 @@ switch would have), connects to a sink, replays the envelope and tunnels DATA; X
 round robin over the sinks. Prints messages/s, the proxy's CPU µs per message (user + system
 from /proc) and cswitch's CPU ÷ each peer's, paired by repetition.
 """
-import asyncio, os, statistics, subprocess, sys, tempfile, time
+import asyncio, os, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import protocols as p  # noqa: E402  (same process helpers and CPU layout)
@@ -159,20 +159,12 @@ def argv(name, d, cswitch):
 
 
 def one_run(name, d, seconds, sessions, cswitch):
-    proc = p.start(argv(name, d, cswitch), os.path.join(d, f"{name}.log"))
-    try:
-        if not p.wait_port(p.PORT):
-            raise SystemExit(f"{name} did not listen: see {d}/{name}.log")
-        time.sleep(0.3)
-        before = p.cpu_seconds(proc)
+    def clients():
         out = subprocess.run(["taskset", "-c", p.LG, sys.executable, os.path.abspath(__file__), "--client",
                               str(seconds), str(sessions)], capture_output=True, text=True, timeout=seconds + 60)
-        cpu = p.cpu_seconds(proc) - before
         done, errors = (int(x) for x in out.stdout.split())
-        return done / seconds, (cpu / done * 1e6 if done else float("nan")), errors
-    finally:
-        p.stop(proc)
-        time.sleep(0.3)
+        return done, errors
+    return p.measured(argv(name, d, cswitch), os.path.join(d, f"{name}.log"), clients, seconds)
 
 
 def serve_sink(port):
