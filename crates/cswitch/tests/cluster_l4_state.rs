@@ -195,24 +195,20 @@ fn an_agents_report_to_n1_changes_n3s_weights_within_1s() {
     let _one = l4_bed::one_at_a_time();
     let Some(bed) = Bed::start("agent", 3) else { return };
     as_client(bed, |bed| {
-        let weight = |v: &Value, name: &str| {
-            v.as_array().unwrap().iter().find(|s| s["group"] == "agents" && s["name"] == name).unwrap()
-                ["capacity"]
-                .clone()
+        let field = |v: &Value, name: &str, field: &str| {
+            v.as_array().unwrap().iter().find(|s| s["group"] == "agents" && s["name"] == name).unwrap()[field]
+                .as_u64()
         };
         let start = Instant::now();
         l4_bed::report(&bed.net, 0, bed.origins[0], 90);
         l4_bed::report(&bed.net, 0, bed.origins[1], 10);
-        let took = bed.until("n3", &["servers"], Duration::from_secs(1), "n1's report at n3", |v| {
-            weight(v, "o1") == 90 && weight(v, "o2") == 10
+        // The capacities arrive by gossip; the weights the schedulers use follow on n3's next
+        // health tick (100 ms): wait for both, within the 1 s the issue allows.
+        let took = bed.until("n3", &["servers"], Duration::from_secs(1), "n1's report weighing at n3", |v| {
+            field(v, "o1", "capacity") == Some(90)
+                && field(v, "o2", "capacity") == Some(10)
+                && field(v, "o1", "effective_weight") > field(v, "o2", "effective_weight")
         });
-        let servers = bed.ctl("n3", &["servers"]);
-        let eff = |name: &str| {
-            servers.as_array().unwrap().iter().find(|s| s["group"] == "agents" && s["name"] == name).unwrap()
-                ["effective_weight"]
-                .as_u64()
-        };
-        assert!(eff("o1") > eff("o2"), "n3 weighs by the report: {servers:#}");
         eprintln!(
             "a report to n1 reached n3's weights after {took:?} ({:?} with the report)",
             start.elapsed()
