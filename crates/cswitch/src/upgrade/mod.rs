@@ -172,13 +172,16 @@ impl Upgrader {
         let channel = Arc::new(channel);
         let sink = Arc::clone(&channel);
         self.switch.hand_over(Box::new(move |conn: &proxy::Moving| {
-            let message = json!({
+            let mut message = json!({
                 "kind": "conn",
                 "listener": conn.listener,
                 "peer": conn.peer.to_string(),
                 "served": conn.served,
             });
-            sink.send(&message, &[conn.stream.as_fd()])
+            let Some(tunnel) = &conn.tunnel else { return sink.send(&message, &[conn.stream.as_fd()]) };
+            message["tunnel"] = json!({ "kind": tunnel.kind, "to_server": tunnel.to_server.len() });
+            let bytes = [tunnel.to_server.as_slice(), &tunnel.to_client];
+            sink.send_with(&message, &bytes, &[conn.stream.as_fd(), tunnel.server.as_fd()])
         }));
         tracing::info!(pid, open = open_then, "upgrade: the new process serves; handing connections over");
         let grace = self.switch.config().global.grace_period;
@@ -198,6 +201,8 @@ impl Upgrader {
             "serving_after_ms": serving_after.as_millis() as u64,
             "duration_ms": started.elapsed().as_millis() as u64,
             "moved": tally.moved,
+            "tunnels_moved": tally.tunnels_moved,
+            "tunnel_bytes_buffered": tally.tunnel_bytes_buffered,
             "finished_in_old": finished,
             "failed_to_move": tally.failed,
             "last_failure": tally.last_failure,
@@ -206,6 +211,8 @@ impl Upgrader {
         tracing::info!(
             new_pid = pid,
             moved = tally.moved,
+            tunnels_moved = tally.tunnels_moved,
+            tunnel_bytes_buffered = tally.tunnel_bytes_buffered,
             finished_in_old = finished,
             failed_to_move = tally.failed,
             last_failure = tally.last_failure.as_deref().unwrap_or(""),
@@ -242,7 +249,7 @@ fn wait_serving(channel: &wire::Channel, child: &mut Child, deadline: Instant) -
             return Err(format!("the new process was not serving within {} s", START_TIMEOUT.as_secs()));
         }
         match channel.recv(Some(Duration::from_millis(100))) {
-            Ok(Some((message, _))) => match message["kind"].as_str() {
+            Ok(Some((message, _, _))) => match message["kind"].as_str() {
                 Some("serving") => return Ok(()),
                 Some("failed") => {
                     let reason = message["reason"].as_str().unwrap_or("no reason given");

@@ -4,13 +4,16 @@
 //! old one's workers stop accepting and hand their idle plain HTTP connections over
 //! (`floor::handover`), and the new one's workers adopt them ([`adopt_loop`]) as if they
 //! had just finished a request. Connections with a request in flight move at their next
-//! request boundary; TLS-terminated keep-alive connections close when idle, and
-//! connection-level sessions (mail, TLS passthrough, tunnels) finish in the old process.
+//! request boundary; tunnels (WebSocket, TLS passthrough, mail sessions after their
+//! switch point) move paused, with both sockets and their buffered bytes
+//! (`upstream::tunnel::moving`), and go on here (`tunnels`); TLS-terminated connections
+//! finish in the old process.
 //! The channel between the processes (a Unix socket, `SCM_RIGHTS`) is the binary's;
 //! the run-time state that goes along (`state`) travels on it as plain values.
 
 pub mod edits;
 pub mod state;
+mod tunnels;
 
 use crate::floor::conns::{ConnState, Slot, Watch};
 use crate::floor::handover::{move_out, Moving};
@@ -90,6 +93,10 @@ fn adopt(worker: &Rc<Worker>, conn: Moving, spawn: SpawnHttp) {
         tracing::warn!(listener = conn.listener, peer = %conn.peer, "moved connection's listener is gone; closed");
         return;
     };
+    if let Some(tunnel) = conn.tunnel {
+        let idle = snap.config.timeouts.tunnel_idle;
+        return tunnels::adopt(worker, index, conn.stream, conn.peer, *tunnel, idle);
+    }
     let plain_http =
         snap.listeners[index].protocol == config::Protocol::Http && snap.listeners[index].tls.is_none();
     if !plain_http {
