@@ -193,7 +193,7 @@ impl Switch {
             handover: Default::default(),
             cluster: std::sync::OnceLock::new(),
         });
-        crate::health::cluster::join(&shared)?;
+        let gossip_copy = crate::health::cluster::join(&shared, inherited.gossip.take())?;
         let mut threads = Vec::with_capacity(workers);
         let mut adopt = Vec::with_capacity(workers);
         for (i, listeners) in sockets.into_iter().enumerate() {
@@ -207,7 +207,7 @@ impl Switch {
         }
         threads.push(crate::health::spawn(Arc::clone(&shared), agents)?);
         threads.extend(crate::handoff::life::spawn(Arc::clone(&shared))?);
-        let sockets = Mutex::new(Inherited { listeners: kept, agents: agents_copy });
+        let sockets = Mutex::new(Inherited { listeners: kept, agents: agents_copy, gossip: gossip_copy });
         let next_adopt = AtomicUsize::new(0);
         Ok(Switch {
             shared,
@@ -448,8 +448,9 @@ impl Switch {
         crate::health::cluster::leave(&self.shared);
     }
 
-    /// Second descriptors of every listening socket (by listener, one per worker) and of
-    /// the `[agents]` socket, for a binary upgrade's new process.
+    /// Second descriptors of every listening socket (by listener, one per worker), of the
+    /// `[agents]` socket and of the `[cluster]` gossip socket, for a binary upgrade's new
+    /// process.
     pub fn listening_sockets(&self) -> io::Result<Inherited> {
         let kept = self.sockets.lock().unwrap_or_else(|e| e.into_inner());
         let mut listeners = Vec::with_capacity(kept.listeners.len());
@@ -458,7 +459,8 @@ impl Switch {
             listeners.push((name.clone(), copies));
         }
         let agents = kept.agents.as_ref().map(std::net::UdpSocket::try_clone).transpose()?;
-        Ok(Inherited { listeners, agents })
+        let gossip = kept.gossip.as_ref().map(std::net::UdpSocket::try_clone).transpose()?;
+        Ok(Inherited { listeners, agents, gossip })
     }
 
     /// A binary upgrade's new process serves: stop accepting (the listening sockets stay
@@ -469,6 +471,8 @@ impl Switch {
         if self.shared.handover.set(crate::floor::handover::Handover::new(sink)).is_err() {
             return false;
         }
+        // The new process gossips on the same socket now, as a new generation of this node.
+        crate::health::cluster::leave(&self.shared);
         self.shared.shutdown_notify.notify_waiters();
         true
     }

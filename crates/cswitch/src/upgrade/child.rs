@@ -55,6 +55,7 @@ impl Inheritance {
                     }
                 }
                 "agents" => sockets.switch.agents = fds.into_iter().next().map(std::net::UdpSocket::from),
+                "gossip" => sockets.switch.gossip = fds.into_iter().next().map(std::net::UdpSocket::from),
                 "admin" => sockets.admin = fds.into_iter().next().map(std::net::TcpListener::from),
                 "state" => sockets.state.push(serde_json::from_value(message["state"].clone())?),
                 "sockets-end" => return Ok(sockets),

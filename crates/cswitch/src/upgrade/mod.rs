@@ -153,6 +153,9 @@ impl Upgrader {
         if let Some(agents) = &sockets.agents {
             channel.send(&json!({ "kind": "agents" }), &[agents.as_fd()]).map_err(failed)?;
         }
+        if let Some(gossip) = &sockets.gossip {
+            channel.send(&json!({ "kind": "gossip" }), &[gossip.as_fd()]).map_err(failed)?;
+        }
         if let Some((admin, _)) = &*self.admin.lock().unwrap_or_else(|e| e.into_inner()) {
             channel.send(&json!({ "kind": "admin" }), &[admin.as_fd()]).map_err(failed)?;
         }

@@ -12,17 +12,29 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-/// Starts this node's membership when the config has `[cluster]`.
-pub fn join(shared: &Arc<Shared>) -> std::io::Result<()> {
+/// Starts this node's membership when the config has `[cluster]`, on the gossip socket a
+/// binary upgrade's old process handed over (`inherited`) when it is bound where the config
+/// says, else on a new one. Returns a second descriptor of the socket, for the next
+/// upgrade.
+pub fn join(
+    shared: &Arc<Shared>,
+    inherited: Option<std::net::UdpSocket>,
+) -> std::io::Result<Option<std::net::UdpSocket>> {
     let snap = shared.snapshot.load();
-    let Some(cfg) = &snap.config.cluster else { return Ok(()) };
+    let Some(cfg) = &snap.config.cluster else { return Ok(None) };
+    let socket = match inherited.filter(|s| s.local_addr().is_ok_and(|a| a == cfg.bind)) {
+        Some(socket) => socket,
+        None => std::net::UdpSocket::bind(cfg.bind).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("[cluster] cannot bind {}/udp: {e}", cfg.bind))
+        })?,
+    };
+    let copy = socket.try_clone()?;
     // Weak: the gossip thread must not keep the switch alive after it stops.
     let remote = Box::new(Apply(Arc::downgrade(shared)));
     let digest = cluster::config_digest(&snap.config);
-    // Its errors name `[cluster]` and the address already.
-    let node = cluster::Cluster::start(cfg, digest, remote)?;
+    let node = cluster::Cluster::start_on(cfg, socket, digest, remote)?;
     let _ = shared.cluster.set(Arc::new(node));
-    Ok(())
+    Ok(Some(copy))
 }
 
 /// Shares the new config's digest after a reload.
@@ -32,7 +44,9 @@ pub fn config_changed(shared: &Shared, config: &config::Config) {
     }
 }
 
-/// Leaves gossip (at shutdown): the other nodes see this one dead within ~1 s.
+/// Leaves gossip (at shutdown, and when a binary upgrade's new process serves: it gossips
+/// on the same socket as a new generation of this node): the other nodes see this one
+/// (this generation) dead within ~1 s.
 pub fn leave(shared: &Shared) {
     if let Some(node) = shared.cluster.get() {
         node.stop();

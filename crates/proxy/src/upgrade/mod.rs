@@ -31,6 +31,8 @@ pub struct Inherited {
     pub listeners: Vec<(String, Vec<std::net::TcpListener>)>,
     /// The `[agents]` UDP socket.
     pub agents: Option<std::net::UdpSocket>,
+    /// The `[cluster]` gossip socket.
+    pub gossip: Option<std::net::UdpSocket>,
 }
 
 impl Inherited {
