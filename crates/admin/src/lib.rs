@@ -84,11 +84,26 @@ impl AcceptGate {
         self.0 .0.load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// Accepts again (a binary upgrade's new process died: this one serves on).
+    pub fn open(&self) {
+        self.0 .0.store(false, std::sync::atomic::Ordering::Release);
+        self.0 .1.notify_waiters();
+    }
+
     /// Returns once the gate is closed.
     pub(crate) async fn closed(&self) {
+        self.until(true).await;
+    }
+
+    /// Returns once the gate is open again.
+    pub(crate) async fn opened(&self) {
+        self.until(false).await;
+    }
+
+    async fn until(&self, closed: bool) {
         loop {
             let notified = self.0 .1.notified();
-            if self.0 .0.load(std::sync::atomic::Ordering::Acquire) {
+            if self.0 .0.load(std::sync::atomic::Ordering::Acquire) == closed {
                 return;
             }
             notified.await;

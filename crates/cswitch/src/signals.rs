@@ -60,8 +60,10 @@ impl Signals {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
             loop {
                 tokio::select! {
-                    _ = term.recv() => break false,
-                    _ = int.recv() => break false,
+                    // An upgrade under way gives up first (`upgrade`), so no new process is
+                    // left running unsupervised.
+                    _ = term.recv() => break abandon(upgrader),
+                    _ = int.recv() => break abandon(upgrader),
                     _ = hup.recv() => match config {
                         Some(path) => reload(switch, path, "SIGHUP"),
                         None => tracing::warn!("SIGHUP ignored: no config file to reload"),
@@ -105,6 +107,14 @@ impl Signals {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// Told to stop: a running upgrade gives up (or stops draining) first. Not handed over.
+fn abandon(upgrader: Option<&Arc<Upgrader>>) -> bool {
+    if let Some(upgrader) = upgrader {
+        upgrader.abandon();
+    }
+    false
 }
 
 /// Modification times of the listeners' rule files (`None` where unreadable).

@@ -441,7 +441,7 @@ impl Switch {
             let _ = t.join();
         }
         *self.sockets.lock().unwrap_or_else(|e| e.into_inner()) = Inherited::default();
-        if self.shared.handover.get().is_none() {
+        if self.shared.handing_over().is_none() {
             // After a binary upgrade the table is the new process's.
             crate::handoff::steering::remove();
         }
@@ -468,11 +468,23 @@ impl Switch {
     /// with a request in flight once that request is answered. False if a hand-over
     /// already began (nothing changes then).
     pub fn hand_over(&self, sink: Sink) -> bool {
-        if self.shared.handover.set(crate::floor::handover::Handover::new(sink)).is_err() {
-            return false;
+        match self.shared.handover.get() {
+            Some(h) if h.active() => return false,
+            Some(h) => h.restart(sink),
+            None => {
+                let _ = self.shared.handover.set(crate::floor::handover::Handover::new(sink));
+            }
         }
-        // The new process gossips on the same socket now, as a new generation of this node.
-        crate::health::cluster::leave(&self.shared);
+        self.shared.shutdown_notify.notify_waiters();
+        true
+    }
+
+    /// The hand-over's new process died before this one was done: take everything back.
+    /// The workers accept again and keep their connections (those already handed over
+    /// went with the new process). False if no hand-over runs.
+    pub fn take_back(&self) -> bool {
+        let Some(handover) = self.shared.handing_over() else { return false };
+        handover.take_back();
         self.shared.shutdown_notify.notify_waiters();
         true
     }

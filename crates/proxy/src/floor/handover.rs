@@ -7,7 +7,7 @@
 //! over a Unix socket) is the binary's business; the proxy only hands over and counts.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// One client connection leaving for the new process: between two requests, nothing of a
@@ -44,9 +44,12 @@ pub struct Tunnel {
 /// caller (the old process goes on serving it) and says why.
 pub type Sink = Box<dyn Fn(&Moving) -> std::io::Result<()> + Send + Sync>;
 
-/// The hand-over in progress: where connections go and how many went.
+/// The hand-over in progress: where connections go and how many went. Taken back
+/// ([`Handover::take_back`]) when the new process dies before this one is done: the
+/// workers accept and keep their connections again, and a later upgrade starts it anew.
 pub struct Handover {
-    sink: Sink,
+    sink: Mutex<Sink>,
+    active: AtomicBool,
     moved: AtomicU64,
     tunnels: AtomicU64,
     buffered: AtomicU64,
@@ -73,7 +76,8 @@ impl Handover {
     /// A hand-over into `sink`.
     pub fn new(sink: Sink) -> Handover {
         Handover {
-            sink,
+            sink: Mutex::new(sink),
+            active: AtomicBool::new(true),
             moved: AtomicU64::new(0),
             tunnels: AtomicU64::new(0),
             buffered: AtomicU64::new(0),
@@ -82,9 +86,30 @@ impl Handover {
         }
     }
 
+    /// Whether connections are being handed over now (not taken back).
+    pub fn active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
+    /// The new process is gone: connections stay here from now on.
+    pub fn take_back(&self) {
+        self.active.store(false, Ordering::Release);
+    }
+
+    /// A new hand-over into `sink` after one was taken back, counted from zero.
+    pub fn restart(&self, sink: Sink) {
+        *self.sink.lock().unwrap_or_else(|p| p.into_inner()) = sink;
+        for count in [&self.moved, &self.tunnels, &self.buffered, &self.failed] {
+            count.store(0, Ordering::Relaxed);
+        }
+        *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.active.store(true, Ordering::Release);
+    }
+
     /// Passes `conn` on; on failure it is given back (and the failure counted and kept).
     pub fn pass(&self, conn: Moving) -> Result<(), Moving> {
-        match (self.sink)(&conn) {
+        let sent = (self.sink.lock().unwrap_or_else(|p| p.into_inner()))(&conn);
+        match sent {
             Ok(()) => {
                 self.moved.fetch_add(1, Ordering::Relaxed);
                 if let Some(t) = &conn.tunnel {

@@ -44,9 +44,10 @@ pub fn config_changed(shared: &Shared, config: &config::Config) {
     }
 }
 
-/// Leaves gossip (at shutdown, and when a binary upgrade's new process serves: it gossips
-/// on the same socket as a new generation of this node): the other nodes see this one
-/// (this generation) dead within ~1 s.
+/// Leaves gossip (at shutdown): the other nodes see this one dead within ~1 s. (After a
+/// binary upgrade, while the old process drains, both processes gossip on the one socket,
+/// the new one as a new generation of this node; the old one leaves as it exits, and
+/// goes on gossiping if it takes the sockets back.)
 pub fn leave(shared: &Shared) {
     if let Some(node) = shared.cluster.get() {
         node.stop();

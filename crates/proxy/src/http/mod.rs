@@ -110,7 +110,7 @@ fn park(open: Open, client: Client) -> Option<(Open, Client)> {
     }
     let state = std::rc::Rc::clone(&client.state);
     let resting = client.rest(open.listener())?;
-    if let Some(handover) = open.worker.shared.handover.get() {
+    if let Some(handover) = open.worker.shared.handing_over() {
         // A binary upgrade: the connection leaves for the new process instead.
         let resting = crate::floor::handover::move_out(&open.worker.shared, handover, resting).err()?;
         return Client::wake(resting, state).map(|c| (open, c));
@@ -156,7 +156,7 @@ async fn serve_one(worker: &Worker, listener: usize, client: &mut Client) -> boo
 /// each poll rather than kept: every waiting connection's future would carry the answer.
 fn may_park(worker: &Worker, client: &Client) -> bool {
     let waiting = matches!(client.state.get(), ConnState::Idle | ConnState::Fresh);
-    let can_leave = worker.parked.enabled() || worker.shared.handover.get().is_some();
+    let can_leave = worker.parked.enabled() || worker.shared.handing_over().is_some();
     waiting && !client.stream.is_tls() && can_leave
 }
 
@@ -183,7 +183,7 @@ async fn wait_for_request(worker: &Worker, client: &mut Client) -> Next {
     if client.state.get() == ConnState::Busy {
         client.state.set(ConnState::Idle);
     }
-    if worker.shared.handover.get().is_some() {
+    if worker.shared.handing_over().is_some() {
         // A binary upgrade: between requests, a plain connection moves to the new process
         // and a TLS-terminated one closes (its session cannot move).
         return if client.stream.is_tls() { Next::Close } else { Next::Park };

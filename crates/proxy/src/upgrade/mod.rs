@@ -57,7 +57,7 @@ impl Inherited {
 /// A worker's part of the hand-over, once the new process serves: stop accepting, pass
 /// every parked connection on, and ask every connection waiting for a request to leave.
 pub(crate) fn hand_over(worker: &Worker) {
-    let Some(handover) = worker.shared.handover.get() else { return };
+    let Some(handover) = worker.shared.handing_over() else { return };
     worker.shutdown.notify_waiters(); // the accept loops end; the listeners stay open there
     for r in worker.parked.take_all() {
         let listener = r.listener as usize;

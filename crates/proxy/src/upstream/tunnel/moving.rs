@@ -98,7 +98,7 @@ pub async fn handover_begun(worker: &Worker) {
         tokio::pin!(woken);
         // Registered before the check, so a hand-over signalled in between still wakes it.
         woken.as_mut().enable();
-        if worker.shared.handover.get().is_some() {
+        if worker.shared.handing_over().is_some() {
             return;
         }
         woken.await;
@@ -116,7 +116,7 @@ fn move_out<C: Movable>(
     server: &TcpStream,
     sbuf: &mut IoBuf,
 ) -> Result<(), ()> {
-    let Some(handover) = worker.shared.handover.get() else { return Err(()) };
+    let Some(handover) = worker.shared.handing_over() else { return Err(()) };
     let client_fd = client.movable().ok_or(())?;
     let dup = |fd: BorrowedFd<'_>| fd.try_clone_to_owned().map(std::net::TcpStream::from);
     let (stream, server) = match (dup(client_fd), dup(server.as_fd())) {
