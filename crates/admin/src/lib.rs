@@ -37,6 +37,9 @@ use tokio::sync::oneshot;
 /// process serves and the old one is drained, then answers with what happened.
 pub type UpgradeHook = Arc<dyn Fn() -> Result<serde_json::Value, UpgradeRefused> + Send + Sync>;
 
+/// What `GET /api/upgrade` answers: where a running upgrade is, how the last one ended.
+pub type UpgradeStatus = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
+
 /// Why an upgrade changed nothing, with the status the API answers.
 #[derive(Debug)]
 pub struct UpgradeRefused {
@@ -54,6 +57,8 @@ pub struct Options {
     pub listener: Option<std::net::TcpListener>,
     /// What `POST /api/upgrade` runs (`None`: it answers 501).
     pub upgrade: Option<UpgradeHook>,
+    /// What `GET /api/upgrade` answers (`None`: 501).
+    pub upgrade_status: Option<UpgradeStatus>,
 }
 
 /// The running admin listener. Dropping it stops the listener (as [`AdminHandle::stop`]).
@@ -169,7 +174,9 @@ pub fn start_with(switch: Arc<Switch>, options: Options) -> io::Result<Option<Ad
     let addr = listener.local_addr()?;
     // Built here, not on the thread, so a runtime that cannot start is an error to the caller.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let ctx = Arc::new(ctx::Ctx::new(switch, admin.token, addr, options.upgrade));
+    let mut ctx = ctx::Ctx::new(switch, admin.token, addr, options.upgrade);
+    ctx.upgrade_status = options.upgrade_status;
+    let ctx = Arc::new(ctx);
     let (stop, stopped) = oneshot::channel();
     let gate = AcceptGate::default();
     let closed = gate.clone();

@@ -6,7 +6,7 @@
 use super::wire::{Channel, ENV};
 use serde_json::json;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// This process's link to the process it takes over from.
@@ -66,19 +66,24 @@ impl Inheritance {
 
     /// Tells the old process this one serves, then adopts the connections it hands over
     /// (on a thread of its own) until it is done; `inheriting` is cleared then.
-    pub fn serving(self, switch: Arc<proxy::Switch>, inheriting: Arc<AtomicBool>) -> anyhow::Result<()> {
+    pub fn serving(
+        self,
+        switch: Arc<proxy::Switch>,
+        inheriting: Arc<AtomicBool>,
+        adopted: Arc<AtomicU64>,
+    ) -> anyhow::Result<()> {
         inheriting.store(true, Ordering::Release);
         self.channel.send(&json!({ "kind": "serving", "pid": std::process::id() }), &[])?;
         tracing::info!("serving; the old process hands its connections over");
         std::thread::Builder::new().name("cswitch-inherit".into()).spawn(move || {
-            let adopted = self.adopt_all(&switch);
+            let adopted = self.adopt_all(&switch, &adopted);
             tracing::info!(adopted, "the old process is done; taking over complete");
             inheriting.store(false, Ordering::Release);
         })?;
         Ok(())
     }
 
-    fn adopt_all(&self, switch: &proxy::Switch) -> u64 {
+    fn adopt_all(&self, switch: &proxy::Switch, so_far: &AtomicU64) -> u64 {
         let mut adopted = 0;
         loop {
             let (message, fds, bytes) = match self.channel.recv(None) {
@@ -93,6 +98,7 @@ impl Inheritance {
                 Some("conn") => {
                     if adopt(switch, &message, fds, bytes) {
                         adopted += 1;
+                        so_far.store(adopted, Ordering::Relaxed);
                     }
                 }
                 Some("state") => match serde_json::from_value(message["state"].clone()) {

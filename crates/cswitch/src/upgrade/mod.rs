@@ -18,6 +18,7 @@
 mod child;
 mod notify;
 mod recover;
+mod report;
 mod wire;
 
 pub use child::Inheritance;
@@ -52,9 +53,13 @@ pub struct Upgrader {
     one_at_a_time: Mutex<()>,
     /// Set while this process still receives connections from its predecessor.
     pub(crate) inheriting: Arc<AtomicBool>,
+    /// Connections taken over from the predecessor so far.
+    pub(crate) adopted: Arc<std::sync::atomic::AtomicU64>,
     handed_over: AtomicBool,
     /// Set when this process is told to stop (SIGTERM, SIGINT): a running upgrade gives up.
     stopping: AtomicBool,
+    /// Where the running upgrade is, and how the last one ended.
+    progress: Mutex<report::Progress>,
     /// Woken once this process has handed over and drained: it exits.
     pub done: tokio::sync::Notify,
 }
@@ -69,8 +74,10 @@ impl Upgrader {
             admin: Mutex::new(None),
             one_at_a_time: Mutex::new(()),
             inheriting: Arc::new(AtomicBool::new(false)),
+            adopted: Arc::default(),
             handed_over: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
+            progress: Mutex::default(),
             done: tokio::sync::Notify::new(),
         }
     }
@@ -102,6 +109,32 @@ impl Upgrader {
         }
         let started = Instant::now();
         tracing::info!(cause = why, "upgrade: starting the new binary");
+        self.progress().at("starting", json!({ "cause": why }));
+        let outcome = self.start_and_hand_over(started);
+        let last = match &outcome {
+            Ok(report) => json!({ "done": report }),
+            Err(refused) => json!({ "failed": refused.reason, "status": refused.status }),
+        };
+        self.progress().ended(last);
+        outcome
+    }
+
+    /// `GET /api/upgrade`: where the running upgrade is, and how the last one ended; in
+    /// a new process still taking over, how many connections it has taken so far.
+    pub fn status(&self) -> Value {
+        let mut status = self.progress().status(self.switch.handover_tally(), self.switch.open_connections());
+        if self.inheriting.load(Ordering::Acquire) {
+            status["taking_over"] = json!({ "adopted_so_far": self.adopted.load(Ordering::Relaxed) });
+        }
+        status
+    }
+
+    fn progress(&self) -> std::sync::MutexGuard<'_, report::Progress> {
+        self.progress.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn start_and_hand_over(&self, started: Instant) -> Result<Value, UpgradeRefused> {
+        let refused = |status, reason: String| UpgradeRefused { status, reason };
         match self.start_new() {
             Ok((channel, child)) => self.hand_over(channel, child, started),
             Err(reason) if self.stopping.load(Ordering::Acquire) => {
@@ -215,40 +248,18 @@ impl Upgrader {
             sink.send_with(&message, &bytes, &[conn.stream.as_fd(), tunnel.server.as_fd()])
         }));
         tracing::info!(pid, open = open_then, "upgrade: the new process serves; handing connections over");
+        self.progress().at("handing_over", json!({ "new_pid": pid, "open_then": open_then }));
         if let Err(status) = self.drain(&mut child) {
             return Err(self.take_back(pid, &status));
         }
         let tally = self.switch.handover_tally().unwrap_or_default();
         let left = self.switch.open_connections();
-        let finished = (open_then as u64).saturating_sub(tally.moved).saturating_sub(left as u64);
         if let Err(e) = channel.send_state(self.switch.upgrade_state(true)) {
             tracing::warn!(error = %e, "counters not handed on; the new process counts from zero");
         }
         let _ = channel.send(&json!({ "kind": "done", "moved": tally.moved }), &[]);
-        let report = json!({
-            "new_pid": pid,
-            "serving_after_ms": serving_after.as_millis() as u64,
-            "duration_ms": started.elapsed().as_millis() as u64,
-            "moved": tally.moved,
-            "tunnels_moved": tally.tunnels_moved,
-            "tunnel_bytes_buffered": tally.tunnel_bytes_buffered,
-            "finished_in_old": finished,
-            "failed_to_move": tally.failed,
-            "last_failure": tally.last_failure,
-            "cut_at_grace_period": left,
-        });
-        tracing::info!(
-            new_pid = pid,
-            moved = tally.moved,
-            tunnels_moved = tally.tunnels_moved,
-            tunnel_bytes_buffered = tally.tunnel_bytes_buffered,
-            finished_in_old = finished,
-            failed_to_move = tally.failed,
-            last_failure = tally.last_failure.as_deref().unwrap_or(""),
-            cut_at_grace_period = left,
-            duration_ms = started.elapsed().as_millis() as u64,
-            "upgrade done; this process exits"
-        );
+        let duration = started.elapsed();
+        let report = report::done(&report::Done { pid, serving_after, duration, open_then, left, tally });
         self.done.notify_one();
         Ok(report)
     }
@@ -258,7 +269,12 @@ impl Upgrader {
     /// meanwhile.
     fn drain(&self, child: &mut Child) -> Result<(), std::process::ExitStatus> {
         let deadline = Instant::now() + self.switch.config().global.grace_period;
+        let mut next_line = Instant::now() + Duration::from_secs(1);
         loop {
+            if Instant::now() >= next_line {
+                next_line += Duration::from_secs(1);
+                report::draining(self.switch.handover_tally(), self.switch.open_connections());
+            }
             if let Some(status) = recover::crashed(child) {
                 return Err(status);
             }

@@ -53,6 +53,8 @@ pub struct Handover {
     moved: AtomicU64,
     tunnels: AtomicU64,
     buffered: AtomicU64,
+    tls_closed: AtomicU64,
+    tunnels_kept: AtomicU64,
     failed: AtomicU64,
     last_failure: Mutex<Option<String>>,
 }
@@ -66,6 +68,11 @@ pub struct HandoverTally {
     pub tunnels_moved: u64,
     /// Bytes those tunnels had read and not yet written (both ways), moved with them.
     pub tunnel_bytes_buffered: u64,
+    /// TLS-terminated connections closed here once idle (their sessions cannot move).
+    pub tls_closed: u64,
+    /// Tunnels that ended here because they cannot move (a TLS-terminated client: a
+    /// WebSocket over HTTPS, a mail session after STARTTLS).
+    pub tunnels_kept: u64,
     /// Connections that could not be passed (the old process kept serving them).
     pub failed: u64,
     /// Why the last of those failed.
@@ -81,6 +88,8 @@ impl Handover {
             moved: AtomicU64::new(0),
             tunnels: AtomicU64::new(0),
             buffered: AtomicU64::new(0),
+            tls_closed: AtomicU64::new(0),
+            tunnels_kept: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             last_failure: Mutex::new(None),
         }
@@ -99,7 +108,9 @@ impl Handover {
     /// A new hand-over into `sink` after one was taken back, counted from zero.
     pub fn restart(&self, sink: Sink) {
         *self.sink.lock().unwrap_or_else(|p| p.into_inner()) = sink;
-        for count in [&self.moved, &self.tunnels, &self.buffered, &self.failed] {
+        let counts =
+            [&self.moved, &self.tunnels, &self.buffered, &self.tls_closed, &self.tunnels_kept, &self.failed];
+        for count in counts {
             count.store(0, Ordering::Relaxed);
         }
         *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = None;
@@ -128,12 +139,24 @@ impl Handover {
         }
     }
 
+    /// `n` TLS-terminated connections closed here once idle.
+    pub fn note_tls_closed(&self, n: u64) {
+        self.tls_closed.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// A tunnel that could not move ended here.
+    pub fn note_tunnel_kept(&self) {
+        self.tunnels_kept.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The counts so far.
     pub fn tally(&self) -> HandoverTally {
         HandoverTally {
             moved: self.moved.load(Ordering::Relaxed),
             tunnels_moved: self.tunnels.load(Ordering::Relaxed),
             tunnel_bytes_buffered: self.buffered.load(Ordering::Relaxed),
+            tls_closed: self.tls_closed.load(Ordering::Relaxed),
+            tunnels_kept: self.tunnels_kept.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
             last_failure: self.last_failure.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         }

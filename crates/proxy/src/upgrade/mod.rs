@@ -73,7 +73,8 @@ pub(crate) fn hand_over(worker: &Worker) {
     }
     let closed = worker.conns.hand_over_waiting();
     if closed > 0 {
-        tracing::info!(closed, "idle TLS-terminated connections closed: their sessions cannot move");
+        handover.note_tls_closed(closed as u64);
+        tracing::info!(closed, "idle connections that could not be woken closed: they cannot move");
     }
 }
 

@@ -77,6 +77,11 @@ pub async fn run<C: AsyncRead + AsyncWrite + Unpin + Movable>(
         total.up += carried.up;
         total.down += carried.down;
         if !paused {
+            if client.movable().is_none() {
+                if let Some(handover) = worker.shared.handing_over() {
+                    handover.note_tunnel_kept(); // it ended here during a hand-over
+                }
+            }
             return total;
         }
         match move_out(worker, from, client, cbuf, server, sbuf) {
