@@ -1,5 +1,6 @@
 //! Process signals: SIGTERM and SIGINT stop the switch gracefully (stop accepting, finish
-//! in-flight requests within `grace_period`); SIGHUP reloads the config file, validated
+//! in-flight requests within `grace_period`; an upgrade under way gives up first, see
+//! `upgrade`); SIGHUP reloads the config file, validated
 //! first: an invalid file changes nothing and the reason is logged; SIGUSR1 reopens the
 //! access log (after rotation, as nginx's `reopen`); SIGUSR2 upgrades the binary (as
 //! nginx's, but the new process takes the connections over: `upgrade`). The listeners' rule
