@@ -88,7 +88,7 @@ fn a_cluster_node_upgrades_under_load_and_gossips_on() {
         "[[group]]\nname = \"web\"\nscheduler = \"rr\"\nservers = [ {{ name = \"s1\", addr = \"{}\" }} ]\n",
         origin.addr()
     );
-    let (ga, gb) = (free_udp("127.0.0.46"), free_udp("127.0.0.47"));
+    let (ga, gb) = (free_udp("127.0.0.91"), free_udp("127.0.0.92"));
     let a = start_with(&dir, "a", ga, &[], KEY, &group);
     let b = start_with(&dir, "b", gb, &[ga], KEY, &group);
     until(&b, &["cluster"], Duration::from_secs(5), "a live at b", |v| node_live(v, "a") == Some(true));

@@ -464,9 +464,10 @@ impl Switch {
     }
 
     /// A binary upgrade's new process serves: stop accepting (the listening sockets stay
-    /// open for it) and hand every idle plain HTTP connection to `sink`, each connection
-    /// with a request in flight once that request is answered. False if a hand-over
-    /// already began (nothing changes then).
+    /// open for it, and here until this process exits) and hand every idle plain HTTP
+    /// connection and every tunnel to `sink`, each connection with a request in flight once
+    /// that request is answered. False if a hand-over is running already (nothing changes
+    /// then); one taken back starts anew.
     pub fn hand_over(&self, sink: Sink) -> bool {
         match self.shared.handover.get() {
             Some(h) if h.active() => return false,

@@ -7,7 +7,9 @@
 //! request boundary; tunnels (WebSocket, TLS passthrough, mail sessions after their
 //! switch point) move paused, with both sockets and their buffered bytes
 //! (`upstream::tunnel::moving`), and go on here (`tunnels`); TLS-terminated connections
-//! finish in the old process.
+//! finish in the old process (closed with close_notify once idle). If the new process
+//! crashes before the old one is done, the hand-over is taken back: the old workers accept
+//! again on the sockets they kept.
 //! The channel between the processes (a Unix socket, `SCM_RIGHTS`) is the binary's;
 //! the run-time state that goes along (`state`) travels on it as plain values.
 
@@ -58,7 +60,9 @@ impl Inherited {
 /// every parked connection on, and ask every connection waiting for a request to leave.
 pub(crate) fn hand_over(worker: &Worker) {
     let Some(handover) = worker.shared.handing_over() else { return };
-    worker.shutdown.notify_waiters(); // the accept loops end; the listeners stay open there
+    // The accept loops stop and wait, holding their sockets, in case the new process dies
+    // and the hand-over is taken back (`Switch::take_back`); tunnels pause and move.
+    worker.shutdown.notify_waiters();
     for r in worker.parked.take_all() {
         let listener = r.listener as usize;
         match move_out(&worker.shared, handover, r) {
