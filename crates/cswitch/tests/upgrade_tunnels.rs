@@ -323,6 +323,14 @@ fn websocket_tls_passthrough_and_pop3_sessions_keep_talking_across_two_upgrades(
         std::thread::sleep(Duration::from_millis(300));
     }
     switch.first_exits();
+    // Each tunnel is in flight on its server in the process that carries it now.
+    let out =
+        cswitch().args(["ctl", "--addr", &switch.admin.to_string(), "--json", "servers"]).output().unwrap();
+    let servers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for name in ["w1", "t1", "p1"] {
+        let server = servers.as_array().unwrap().iter().find(|s| s["name"] == name).unwrap();
+        assert_eq!(server["active"], 1, "{name}: {server}");
+    }
     std::thread::sleep(Duration::from_millis(200));
     stop.store(true, Ordering::Relaxed);
     for talker in talkers {

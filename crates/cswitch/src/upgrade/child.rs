@@ -146,10 +146,7 @@ fn tunnel(
     let to_server_len =
         usize::try_from(about["to_server"].as_u64().unwrap_or(0)).unwrap_or(0).min(bytes.len());
     let to_client = bytes.split_off(to_server_len);
-    Some(Box::new(proxy::Tunnel {
-        server: std::net::TcpStream::from(server),
-        to_server: bytes,
-        to_client,
-        kind,
-    }))
+    let server_name = serde_json::from_value(about["server"].clone()).ok().flatten();
+    let server = std::net::TcpStream::from(server);
+    Some(Box::new(proxy::Tunnel { server, to_server: bytes, to_client, kind, server_name }))
 }

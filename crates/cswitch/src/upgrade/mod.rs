@@ -243,7 +243,8 @@ impl Upgrader {
                 "served": conn.served,
             });
             let Some(tunnel) = &conn.tunnel else { return sink.send(&message, &[conn.stream.as_fd()]) };
-            message["tunnel"] = json!({ "kind": tunnel.kind, "to_server": tunnel.to_server.len() });
+            message["tunnel"] =
+                json!({ "kind": tunnel.kind, "to_server": tunnel.to_server.len(), "server": tunnel.server_name });
             let bytes = [tunnel.to_server.as_slice(), &tunnel.to_client];
             sink.send_with(&message, &bytes, &[conn.stream.as_fd(), tunnel.server.as_fd()])
         }));

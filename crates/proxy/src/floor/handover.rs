@@ -38,6 +38,8 @@ pub struct Tunnel {
     /// What it is, for the logs: `websocket` (any HTTP upgrade), `tls-passthrough`,
     /// `pop3`, `imap`, `smtp`.
     pub kind: String,
+    /// Its server (group and server names), counted as in flight there by the new process.
+    pub server_name: Option<(String, String)>,
 }
 
 /// Passes a connection's socket to the new process; an error leaves the socket with the

@@ -136,7 +136,8 @@ impl<'a> Txn<'a> {
                 worker.shared.stats.inc(Counter::Tunnels);
                 let idle = self.snap.config.timeouts.tunnel_idle;
                 let Some(cbuf) = self.client.buf.as_mut() else { return Err(Failure::client(None)) };
-                let from = Origin { listener: self.listener, peer: self.client.peer, kind: "websocket" };
+                let (listener, peer, server) = (self.listener, self.client.peer, Some(up.server));
+                let from = Origin { listener, peer, kind: "websocket", server };
                 let (client, sbuf) = (&mut self.client.stream, &mut self.s.sbuf);
                 let carried = moving::run(worker, from, client, cbuf, &mut up.stream, sbuf, idle).await;
                 self.outcome.bytes_in += carried.up;

@@ -165,7 +165,7 @@ async fn tunnel_to(
         cbuf.clear();
         let mut sbuf = worker.bufs.take();
         let kind = if snap.listeners[ctx.listener].protocol == Protocol::Imap { "imap" } else { "pop3" };
-        let from = Origin { listener: ctx.listener, peer: ctx.peer, kind };
+        let from = Origin { listener: ctx.listener, peer: ctx.peer, kind, server: Some(up.server) };
         let idle = snap.config.timeouts.tunnel_idle;
         carried = moving::run(worker, from, &mut client, cbuf, &mut up.stream, &mut sbuf, idle).await;
         worker.bufs.give(sbuf);

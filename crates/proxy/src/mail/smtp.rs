@@ -178,7 +178,7 @@ async fn tunnel_to(
     {
         cbuf.clear();
         let mut sbuf = worker.bufs.take();
-        let from = Origin { listener: ctx.listener, peer: ctx.peer, kind: "smtp" };
+        let from = Origin { listener: ctx.listener, peer: ctx.peer, kind: "smtp", server: Some(up.server) };
         let idle = snap.config.timeouts.tunnel_idle;
         carried = moving::run(worker, from, client, cbuf, &mut up.stream, &mut sbuf, idle).await;
         worker.bufs.give(sbuf);

@@ -151,7 +151,7 @@ async fn forward(
     let version = learn_session(worker, snap, &mut up.stream, ends.sbuf, up.server.id).await;
     // The ServerHello read to learn the session is still in `sbuf`: the tunnel counts it.
     let idle = snap.config.timeouts.tunnel_idle;
-    let from = Origin { listener, peer: fields.src, kind: "tls-passthrough" };
+    let from = Origin { listener, peer: fields.src, kind: "tls-passthrough", server: Some(up.server) };
     let carried = moving::run(worker, from, ends.client, ends.cbuf, &mut up.stream, ends.sbuf, idle).await;
     out.bytes_in += carried.up;
     out.bytes_out = carried.down;

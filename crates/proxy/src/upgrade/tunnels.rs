@@ -1,12 +1,15 @@
 //! The new process's side of a moved tunnel: the client's and the server's sockets join
 //! this worker's runtime, the bytes the old process had read and not yet written are
 //! written first, and the copy goes on (`upstream::tunnel::moving`, so a later upgrade
-//! moves it again). The tunnel counts as an open client connection of its listener and as
-//! busy work (a shutdown waits for it within the grace period, as the old one did).
+//! moves it again). The tunnel counts as an open client connection of its listener, as
+//! busy work (a shutdown waits for it within the grace period, as the old one did), and as
+//! in flight on its server (found by group and server name; a `maxconn` slot is taken if
+//! one is free: the connection exists already, so it is never refused for want of one).
 
 use crate::floor::conns::{ConnState, Watch};
 use crate::floor::handover::Tunnel;
 use crate::floor::worker::{BusyGuard, Open, Worker};
+use crate::upstream::slots::ActiveGuard;
 use crate::upstream::tunnel::moving::{self, buffer_with, Origin};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -39,10 +42,19 @@ pub(super) fn adopt(
     let buffered = (tunnel.to_server.len(), tunnel.to_client.len());
     tracing::debug!(%peer, kind = tunnel.kind, to_server = buffered.0, to_client = buffered.1, "tunnel taken over");
     let kind = tunnel.kind;
+    let snap = worker.shared.snapshot.load_full();
+    let target = tunnel.server_name.and_then(|(group, name)| {
+        let group = snap.groups.iter().find(|g| g.name == group)?;
+        group.servers.iter().find(|s| s.name == name).cloned()
+    });
     let task = tokio::task::spawn_local(async move {
         let worker = Rc::clone(&open.worker);
         let _busy = BusyGuard::new(&worker);
-        let from = Origin { listener: index, peer, kind: &kind };
+        // In flight on its server here too (least-connections, `maxconn`, a server's drain).
+        let _active = target.as_deref().map(ActiveGuard::new);
+        let slots = target.as_ref().and_then(|s| s.slots.clone());
+        let _slot = slots.and_then(|s| s.try_acquire_owned().ok());
+        let from = Origin { listener: index, peer, kind: &kind, server: target.as_deref() };
         let carried = moving::run(&worker, from, &mut client, &mut cbuf, &mut server, &mut sbuf, idle).await;
         tracing::debug!(%peer, kind, up = carried.up, down = carried.down, moved = carried.moved, "moved tunnel ended");
         drop(open);

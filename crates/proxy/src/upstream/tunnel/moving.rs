@@ -10,6 +10,7 @@
 use super::{run_until, Carried};
 use crate::floor::buf::IoBuf;
 use crate::floor::handover::{Moving, Tunnel};
+use crate::floor::server::ServerRt;
 use crate::floor::stream::ClientStream;
 use crate::floor::worker::Worker;
 use std::net::SocketAddr;
@@ -41,7 +42,7 @@ impl Movable for ClientStream {
 }
 
 /// Where a tunnel came in, for the new process (and its logs).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct Origin<'a> {
     /// The listener (index in the snapshot).
     pub listener: usize,
@@ -49,6 +50,8 @@ pub struct Origin<'a> {
     pub peer: SocketAddr,
     /// `websocket`, `tls-passthrough`, `pop3`, `imap`, `smtp`.
     pub kind: &'a str,
+    /// The server it goes to (counted as in flight there, in this process and the next).
+    pub server: Option<&'a ServerRt>,
 }
 
 /// A tunnel ([`run_until`]), moved to a binary upgrade's new process when the hand-over begins
@@ -131,12 +134,18 @@ fn move_out<C: Movable>(
             return Err(());
         }
     };
-    let listener = worker.shared.snapshot.load().listeners.get(from.listener).map(|l| l.name.clone());
+    let snap = worker.shared.snapshot.load();
+    let listener = snap.listeners.get(from.listener).map(|l| l.name.clone());
+    let server_name = from.server.and_then(|s| {
+        let group = snap.group_of(s.id)?;
+        Some((snap.groups[group].name.clone(), s.name.clone()))
+    });
     let tunnel = Tunnel {
         server,
         to_server: cbuf.filled().to_vec(),
         to_client: sbuf.filled().to_vec(),
         kind: from.kind.to_string(),
+        server_name,
     };
     let conn = Moving {
         stream,
