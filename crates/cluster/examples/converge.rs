@@ -52,6 +52,7 @@ fn run(n: usize, round: usize) -> (Duration, f64, Duration) {
                 seeds: if i == 0 { vec![] } else { vec![first] },
                 key: Some("converge-example-key-0123".into()),
                 gossip_interval: Duration::from_millis(100),
+                l4: None,
             };
             Cluster::start(&cfg, "d".into(), Box::new(Count(Arc::clone(&received)))).unwrap()
         })

@@ -121,6 +121,7 @@ fn group(name: &str, scheduler: SchedulerKind, servers: Vec<Server>) -> Group {
         drain_timeout: Duration::from_secs(300),
         weights: WeightSource::Config,
         reuse: cswitch_config::Reuse::Safe,
+        server_protocol: cswitch_config::ServerProtocol::Http1,
         servers,
     }
 }
@@ -149,6 +150,7 @@ fn expected_full() -> Config {
             buffer_bytes: 4096,
             rule_body_bytes: 65536,
             h2_max_concurrent_streams: 50,
+            h2_connection_bytes: 4 << 20,
         },
         timeouts: Timeouts {
             client_head: secs(5),
@@ -236,6 +238,7 @@ fn minimal_config_gets_every_default() {
             buffer_bytes: 16_384,
             rule_body_bytes: 1 << 20,
             h2_max_concurrent_streams: 100,
+            h2_connection_bytes: 4 << 20,
         },
         timeouts: Timeouts {
             client_head: secs(10),

@@ -102,6 +102,9 @@ impl Signals {
         if handed_over {
             tracing::info!("handed over to the new process; stopping");
         } else {
+            // First out of the cluster's L4 tier (no new flow may reach a closed listener),
+            // then the in-flight requests finish.
+            switch.leave_l4_tier(std::time::Duration::from_secs(2));
             tracing::info!("shutting down: finishing in-flight requests");
         }
         switch.shutdown();
@@ -110,12 +113,11 @@ impl Signals {
     }
 }
 
-/// Told to stop: a running upgrade gives up (or stops draining) first. Not handed over.
+/// Told to stop: a running upgrade gives up (or stops draining) first. Whether this
+/// process had handed over (then the node goes on in the new process: it does not leave
+/// the cluster's L4 tier).
 fn abandon(upgrader: Option<&Arc<Upgrader>>) -> bool {
-    if let Some(upgrader) = upgrader {
-        upgrader.abandon();
-    }
-    false
+    upgrader.is_some_and(|u| u.abandon())
 }
 
 /// Modification times of the listeners' rule files (`None` where unreadable).

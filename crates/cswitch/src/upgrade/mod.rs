@@ -150,10 +150,11 @@ impl Upgrader {
 
     /// This process is told to stop: an upgrade that has not reached the hand-over gives up
     /// (its new process is ended), one that is draining stops waiting. Returns once no
-    /// upgrade runs.
-    pub fn abandon(&self) {
+    /// upgrade runs: whether this process has handed over (the new one serves on).
+    pub fn abandon(&self) -> bool {
         self.stopping.store(true, Ordering::Release);
         drop(self.one_at_a_time.lock().unwrap_or_else(|e| e.into_inner()));
+        self.handed_over.load(Ordering::Acquire)
     }
 
     /// Starts the new process, sends it the listening sockets and waits until it serves.
