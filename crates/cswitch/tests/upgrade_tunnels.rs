@@ -1,6 +1,6 @@
 //! Binary upgrades (issue 16) move tunnels: a WebSocket echo, a TLS passthrough session
-//! (a rustls client through the switch to a rustls origin) and a POP3 session after its
-//! login each keep talking across two upgrades in a row, on their same client sockets,
+//! (a rustls client through the switch to a rustls origin), a POP3 and an IMAP session
+//! after their logins each keep talking across two upgrades in a row, on their same client sockets,
 //! with no reset; and a tunnel whose both directions are blocked (the switch holds bytes it
 //! read and could not write yet) moves with those bytes: every byte arrives once, in order.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
@@ -251,6 +251,59 @@ fn pop3_session(pop: SocketAddr) -> impl FnMut(u64) -> std::io::Result<()> {
     }
 }
 
+/// An IMAP server: any login, then `NOOP` answered with a count.
+fn imap_origin() -> SocketAddr {
+    serve_each(|stream| {
+        let mut w = stream.try_clone().unwrap();
+        let _ = w.write_all(b"* OK [CAPABILITY IMAP4rev1] ready\r\n");
+        let mut noops = 0;
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            let mut parts = line.splitn(3, ' ');
+            let (tag, verb) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            let reply = match verb.to_ascii_uppercase().as_str() {
+                "LOGIN" => format!("{tag} OK [CAPABILITY IMAP4rev1] logged in"),
+                "NOOP" => {
+                    noops += 1;
+                    format!("{tag} OK noop {noops}")
+                }
+                _ => format!("{tag} BAD unknown"),
+            };
+            if w.write_all(format!("{reply}\r\n").as_bytes()).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// An IMAP session through the `imap` listener, logged in: a tagged NOOP per round,
+/// counted by the server.
+fn imap_session(imap: SocketAddr) -> impl FnMut(u64) -> std::io::Result<()> {
+    let stream = connect(imap);
+    let mut w = stream.try_clone().unwrap();
+    let mut r = BufReader::new(stream);
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.starts_with("* OK"), "IMAP greeted {line:?}");
+    w.write_all(b"a1 LOGIN alice secret\r\n").unwrap();
+    loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        if line.starts_with("a1 ") {
+            assert!(line.starts_with("a1 OK"), "IMAP login answered {line:?}");
+            break;
+        }
+    }
+    move |round| {
+        w.write_all(format!("n{round} NOOP\r\n").as_bytes())?;
+        let mut answer = String::new();
+        r.read_line(&mut answer)?;
+        if answer != format!("n{round} OK noop {}\r\n", round + 1) {
+            return Err(std::io::Error::other(format!("answered {answer:?} in round {round}")));
+        }
+        Ok(())
+    }
+}
+
 /// Accepts on 127.0.0.1:0 for the rest of the test; each connection on a thread.
 fn serve_each(session: impl Fn(TcpStream) + Send + Sync + 'static) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -286,38 +339,41 @@ fn keep_talking(
     })
 }
 
-fn config(ws: SocketAddr, tls: SocketAddr, pop: SocketAddr) -> String {
+fn config(ws: SocketAddr, tls: SocketAddr, pop: SocketAddr, imap: SocketAddr) -> String {
     format!(
         "[global]\nworkers = 2\ngrace_period = \"5s\"\n[access_log]\nenabled = false\n\
          [admin]\nbind = \"127.0.0.1:0\"\n\
          [[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"ws\"\n\
          [[listener]]\nname = \"tls\"\nprotocol = \"tls\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"tls\"\n\
          [[listener]]\nname = \"pop\"\nprotocol = \"pop3\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"pop\"\n\
+         [[listener]]\nname = \"imap\"\nprotocol = \"imap\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"imap\"\n\
          [[group]]\nname = \"ws\"\nservers = [ {{ name = \"w1\", addr = \"{ws}\" }} ]\n\
          [[group]]\nname = \"tls\"\nservers = [ {{ name = \"t1\", addr = \"{tls}\" }} ]\n\
-         [[group]]\nname = \"pop\"\nservers = [ {{ name = \"p1\", addr = \"{pop}\" }} ]\n"
+         [[group]]\nname = \"pop\"\nservers = [ {{ name = \"p1\", addr = \"{pop}\" }} ]\n\
+         [[group]]\nname = \"imap\"\nservers = [ {{ name = \"i1\", addr = \"{imap}\" }} ]\n"
     )
 }
 
 #[test]
-fn websocket_tls_passthrough_and_pop3_sessions_keep_talking_across_two_upgrades() {
+fn websocket_tls_passthrough_pop3_and_imap_sessions_keep_talking_across_two_upgrades() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let ws = rt.block_on(testkit::Origin::start("w1"));
     let (cert, key) = pki();
     let tls = tls_origin(cert.clone(), key);
-    let pop = pop3_origin();
-    let mut switch = Switch::start(&config(ws.addr(), tls, pop), &["web", "tls", "pop"]);
+    let (pop, imap) = (pop3_origin(), imap_origin());
+    let mut switch = Switch::start(&config(ws.addr(), tls, pop, imap), &["web", "tls", "pop", "imap"]);
 
     let stop = Arc::new(AtomicBool::new(false));
     let talkers = [
         keep_talking("websocket", websocket(switch.addr("web")), &stop),
         keep_talking("tls passthrough", tls_session(switch.addr("tls"), cert), &stop),
         keep_talking("pop3", pop3_session(switch.addr("pop")), &stop),
+        keep_talking("imap", imap_session(switch.addr("imap")), &stop),
     ];
     std::thread::sleep(Duration::from_millis(300));
     for _ in 0..2 {
         let report = switch.upgrade();
-        assert_eq!(report["tunnels_moved"], 3, "{report}");
+        assert_eq!(report["tunnels_moved"], 4, "{report}");
         assert_eq!(report["failed_to_move"], 0, "{report}");
         assert_eq!(report["cut_at_grace_period"], 0, "{report}");
         std::thread::sleep(Duration::from_millis(300));
@@ -327,7 +383,7 @@ fn websocket_tls_passthrough_and_pop3_sessions_keep_talking_across_two_upgrades(
     let out =
         cswitch().args(["ctl", "--addr", &switch.admin.to_string(), "--json", "servers"]).output().unwrap();
     let servers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    for name in ["w1", "t1", "p1"] {
+    for name in ["w1", "t1", "p1", "i1"] {
         let server = servers.as_array().unwrap().iter().find(|s| s["name"] == name).unwrap();
         assert_eq!(server["active"], 1, "{name}: {server}");
     }
