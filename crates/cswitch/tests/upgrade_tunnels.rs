@@ -1,6 +1,6 @@
 //! Binary upgrades (issue 16) move tunnels: a WebSocket echo, a TLS passthrough session
-//! (a rustls client through the switch to a rustls origin), a POP3 and an IMAP session
-//! after their logins each keep talking across two upgrades in a row, on their same client sockets,
+//! (a rustls client through the switch to a rustls origin), POP3 and IMAP sessions after
+//! their logins and an SMTP session after DATA each keep talking across two upgrades in a row, on their same client sockets,
 //! with no reset; and a tunnel whose both directions are blocked (the switch holds bytes it
 //! read and could not write yet) moves with those bytes: every byte arrives once, in order.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
@@ -304,6 +304,78 @@ fn imap_session(imap: SocketAddr) -> impl FnMut(u64) -> std::io::Result<()> {
     }
 }
 
+/// An SMTP server: takes one message, then answers `NOOP` with a count.
+fn smtp_origin() -> SocketAddr {
+    serve_each(|stream| {
+        let mut w = stream.try_clone().unwrap();
+        let _ = w.write_all(b"220 origin ESMTP\r\n");
+        let (mut in_data, mut noops) = (false, 0);
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            let reply = if in_data {
+                if line != "." {
+                    continue;
+                }
+                in_data = false;
+                "250 queued".to_string()
+            } else {
+                match line.split([' ', ':']).next().unwrap_or("").to_ascii_uppercase().as_str() {
+                    "EHLO" | "HELO" => "250 origin".to_string(),
+                    "MAIL" | "RCPT" | "RSET" => "250 ok".to_string(),
+                    "DATA" => {
+                        in_data = true;
+                        "354 go ahead".to_string()
+                    }
+                    "NOOP" => {
+                        noops += 1;
+                        format!("250 noop {noops}")
+                    }
+                    _ => "500 unknown".to_string(),
+                }
+            };
+            if w.write_all(format!("{reply}\r\n").as_bytes()).is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// An SMTP session through the `smtp` listener, past DATA (the switch tunnels from there):
+/// the message, then a NOOP per round, counted by the server.
+fn smtp_session(smtp: SocketAddr) -> impl FnMut(u64) -> std::io::Result<()> {
+    let stream = connect(smtp);
+    let mut w = stream.try_clone().unwrap();
+    let mut r = BufReader::new(stream);
+    // Reads one reply (the last line of a multi-line one); panics unless it has `code`.
+    let mut expect = move |r: &mut BufReader<TcpStream>, code: &str| loop {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        assert!(line.starts_with(code), "SMTP answered {line:?}, wanted {code}");
+        if line.as_bytes().get(3) != Some(&b'-') {
+            return;
+        }
+    };
+    expect(&mut r, "220");
+    for (command, code) in [
+        ("EHLO client.example", "250"),
+        ("MAIL FROM:<alice@client.example>", "250"),
+        ("RCPT TO:<bob@origin.example>", "250"),
+        ("DATA", "354"),
+        ("Subject: upgrade\r\n\r\nhello\r\n.", "250"),
+    ] {
+        w.write_all(format!("{command}\r\n").as_bytes()).unwrap();
+        expect(&mut r, code);
+    }
+    move |round| {
+        w.write_all(b"NOOP\r\n")?;
+        let mut answer = String::new();
+        r.read_line(&mut answer)?;
+        if answer != format!("250 noop {}\r\n", round + 1) {
+            return Err(std::io::Error::other(format!("answered {answer:?} in round {round}")));
+        }
+        Ok(())
+    }
+}
+
 /// Accepts on 127.0.0.1:0 for the rest of the test; each connection on a thread.
 fn serve_each(session: impl Fn(TcpStream) + Send + Sync + 'static) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -339,7 +411,7 @@ fn keep_talking(
     })
 }
 
-fn config(ws: SocketAddr, tls: SocketAddr, pop: SocketAddr, imap: SocketAddr) -> String {
+fn config(ws: SocketAddr, tls: SocketAddr, pop: SocketAddr, imap: SocketAddr, smtp: SocketAddr) -> String {
     format!(
         "[global]\nworkers = 2\ngrace_period = \"5s\"\n[access_log]\nenabled = false\n\
          [admin]\nbind = \"127.0.0.1:0\"\n\
@@ -347,21 +419,24 @@ fn config(ws: SocketAddr, tls: SocketAddr, pop: SocketAddr, imap: SocketAddr) ->
          [[listener]]\nname = \"tls\"\nprotocol = \"tls\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"tls\"\n\
          [[listener]]\nname = \"pop\"\nprotocol = \"pop3\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"pop\"\n\
          [[listener]]\nname = \"imap\"\nprotocol = \"imap\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"imap\"\n\
+         [[listener]]\nname = \"smtp\"\nprotocol = \"smtp\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"smtp\"\n\
          [[group]]\nname = \"ws\"\nservers = [ {{ name = \"w1\", addr = \"{ws}\" }} ]\n\
          [[group]]\nname = \"tls\"\nservers = [ {{ name = \"t1\", addr = \"{tls}\" }} ]\n\
          [[group]]\nname = \"pop\"\nservers = [ {{ name = \"p1\", addr = \"{pop}\" }} ]\n\
-         [[group]]\nname = \"imap\"\nservers = [ {{ name = \"i1\", addr = \"{imap}\" }} ]\n"
+         [[group]]\nname = \"imap\"\nservers = [ {{ name = \"i1\", addr = \"{imap}\" }} ]\n\
+         [[group]]\nname = \"smtp\"\nservers = [ {{ name = \"m1\", addr = \"{smtp}\" }} ]\n"
     )
 }
 
 #[test]
-fn websocket_tls_passthrough_pop3_and_imap_sessions_keep_talking_across_two_upgrades() {
+fn websocket_tls_passthrough_and_mail_sessions_keep_talking_across_two_upgrades() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let ws = rt.block_on(testkit::Origin::start("w1"));
     let (cert, key) = pki();
     let tls = tls_origin(cert.clone(), key);
-    let (pop, imap) = (pop3_origin(), imap_origin());
-    let mut switch = Switch::start(&config(ws.addr(), tls, pop, imap), &["web", "tls", "pop", "imap"]);
+    let (pop, imap, smtp) = (pop3_origin(), imap_origin(), smtp_origin());
+    let config = config(ws.addr(), tls, pop, imap, smtp);
+    let mut switch = Switch::start(&config, &["web", "tls", "pop", "imap", "smtp"]);
 
     let stop = Arc::new(AtomicBool::new(false));
     let talkers = [
@@ -369,11 +444,12 @@ fn websocket_tls_passthrough_pop3_and_imap_sessions_keep_talking_across_two_upgr
         keep_talking("tls passthrough", tls_session(switch.addr("tls"), cert), &stop),
         keep_talking("pop3", pop3_session(switch.addr("pop")), &stop),
         keep_talking("imap", imap_session(switch.addr("imap")), &stop),
+        keep_talking("smtp", smtp_session(switch.addr("smtp")), &stop),
     ];
     std::thread::sleep(Duration::from_millis(300));
     for _ in 0..2 {
         let report = switch.upgrade();
-        assert_eq!(report["tunnels_moved"], 4, "{report}");
+        assert_eq!(report["tunnels_moved"], 5, "{report}");
         assert_eq!(report["failed_to_move"], 0, "{report}");
         assert_eq!(report["cut_at_grace_period"], 0, "{report}");
         std::thread::sleep(Duration::from_millis(300));
@@ -383,7 +459,7 @@ fn websocket_tls_passthrough_pop3_and_imap_sessions_keep_talking_across_two_upgr
     let out =
         cswitch().args(["ctl", "--addr", &switch.admin.to_string(), "--json", "servers"]).output().unwrap();
     let servers: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    for name in ["w1", "t1", "p1", "i1"] {
+    for name in ["w1", "t1", "p1", "i1", "m1"] {
         let server = servers.as_array().unwrap().iter().find(|s| s["name"] == name).unwrap();
         assert_eq!(server["active"], 1, "{name}: {server}");
     }
