@@ -21,6 +21,8 @@ pub(crate) struct Ctx {
     bound: SocketAddr,
     /// What `POST /api/upgrade` runs.
     pub(crate) upgrade: Option<crate::UpgradeHook>,
+    /// What `GET /api/upgrade` answers.
+    pub(crate) upgrade_status: Option<crate::UpgradeStatus>,
 }
 
 impl Ctx {
@@ -37,6 +39,7 @@ impl Ctx {
             token_at_start: token,
             bound,
             upgrade,
+            upgrade_status: None,
         }
     }
 

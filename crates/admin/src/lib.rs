@@ -37,6 +37,9 @@ use tokio::sync::oneshot;
 /// process serves and the old one is drained, then answers with what happened.
 pub type UpgradeHook = Arc<dyn Fn() -> Result<serde_json::Value, UpgradeRefused> + Send + Sync>;
 
+/// What `GET /api/upgrade` answers: where a running upgrade is, how the last one ended.
+pub type UpgradeStatus = Arc<dyn Fn() -> serde_json::Value + Send + Sync>;
+
 /// Why an upgrade changed nothing, with the status the API answers.
 #[derive(Debug)]
 pub struct UpgradeRefused {
@@ -54,6 +57,8 @@ pub struct Options {
     pub listener: Option<std::net::TcpListener>,
     /// What `POST /api/upgrade` runs (`None`: it answers 501).
     pub upgrade: Option<UpgradeHook>,
+    /// What `GET /api/upgrade` answers (`None`: 501).
+    pub upgrade_status: Option<UpgradeStatus>,
 }
 
 /// The running admin listener. Dropping it stops the listener (as [`AdminHandle::stop`]).
@@ -84,11 +89,26 @@ impl AcceptGate {
         self.0 .0.load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// Accepts again (a binary upgrade's new process died: this one serves on).
+    pub fn open(&self) {
+        self.0 .0.store(false, std::sync::atomic::Ordering::Release);
+        self.0 .1.notify_waiters();
+    }
+
     /// Returns once the gate is closed.
     pub(crate) async fn closed(&self) {
+        self.until(true).await;
+    }
+
+    /// Returns once the gate is open again.
+    pub(crate) async fn opened(&self) {
+        self.until(false).await;
+    }
+
+    async fn until(&self, closed: bool) {
         loop {
             let notified = self.0 .1.notified();
-            if self.0 .0.load(std::sync::atomic::Ordering::Acquire) {
+            if self.0 .0.load(std::sync::atomic::Ordering::Acquire) == closed {
                 return;
             }
             notified.await;
@@ -154,7 +174,9 @@ pub fn start_with(switch: Arc<Switch>, options: Options) -> io::Result<Option<Ad
     let addr = listener.local_addr()?;
     // Built here, not on the thread, so a runtime that cannot start is an error to the caller.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let ctx = Arc::new(ctx::Ctx::new(switch, admin.token, addr, options.upgrade));
+    let mut ctx = ctx::Ctx::new(switch, admin.token, addr, options.upgrade);
+    ctx.upgrade_status = options.upgrade_status;
+    let ctx = Arc::new(ctx);
     let (stop, stopped) = oneshot::channel();
     let gate = AcceptGate::default();
     let closed = gate.clone();

@@ -22,9 +22,8 @@ pub(crate) async fn handle(ctx: &Arc<Ctx>, req: &Request) -> Response {
         | ["api", "status" | "groups" | "stick-tables" | "rules" | "history" | "cluster"] => &["GET"],
         ["api", "servers"] => &["GET", "POST"],
         ["api", "servers", _, _] => &["PATCH", "DELETE"],
-        ["api", "reload" | "reopen" | "explain" | "upgrade"] | ["api", "cluster", "drain" | "ready"] => {
-            &["POST"]
-        }
+        ["api", "reload" | "reopen" | "explain"] | ["api", "cluster", "drain" | "ready"] => &["POST"],
+        ["api", "upgrade"] => &["GET", "POST"],
         _ => return Response::error(404, format!("no such path: /{}", segments.join("/"))),
     };
     if !allowed.contains(&method) {
@@ -50,6 +49,10 @@ pub(crate) async fn handle(ctx: &Arc<Ctx>, req: &Request) -> Response {
         ("POST", ["api", "reload"]) => crate::edits::reload(ctx).await,
         ("POST", ["api", "reopen"]) => reopen(ctx),
         ("POST", ["api", "upgrade"]) => upgrade(ctx).await,
+        ("GET", ["api", "upgrade"]) => match &ctx.upgrade_status {
+            Some(status) => Response::json(200, &status()),
+            None => Response::error(501, "this switch cannot upgrade (it was not started by `cswitch run`)"),
+        },
         ("POST", ["api", "explain"]) => explain(ctx, req),
         ("POST", ["api", "cluster", "drain"]) => cluster_serving(ctx, cluster::Serving::Draining),
         ("POST", ["api", "cluster", "ready"]) => cluster_serving(ctx, cluster::Serving::Ready),

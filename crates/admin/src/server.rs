@@ -20,7 +20,8 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 const LINGER: Duration = Duration::from_secs(1);
 
 /// Serves until `stop` fires (or its sender is dropped). Once `gate` closes it accepts no
-/// more, and the connections it has go on until `stop`.
+/// more, and the connections it has go on until `stop`; it accepts again if the gate opens
+/// again first (a binary upgrade taken back).
 pub(crate) async fn serve(
     listener: std::net::TcpListener,
     ctx: Arc<Ctx>,
@@ -50,9 +51,13 @@ pub(crate) async fn serve(
             // must be waited for.
             biased;
             _ = gate.closed() => {
-                drop((listener, permit)); // the socket stays open in the process that serves now
-                let _ = stop.await;
-                return finish(&gate, &slots).await;
+                drop(permit);
+                // The socket stays open in the process that serves now; kept here too, for
+                // the case that process dies and this one takes it back.
+                tokio::select! {
+                    _ = gate.opened() => continue,
+                    _ = &mut stop => return finish(&gate, &slots).await,
+                }
             }
             _ = &mut stop => return finish(&gate, &slots).await,
             accepted = listener.accept() => match accepted {

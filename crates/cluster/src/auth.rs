@@ -24,20 +24,39 @@ const MAX_DATAGRAM: usize = 65_507;
 pub(crate) struct SealedUdp {
     key: Option<hmac::Key>,
     stats: Arc<Stats>,
+    /// A socket already bound (a binary upgrade's), opened instead of binding one.
+    bound: std::sync::Mutex<Option<std::net::UdpSocket>>,
 }
 
 impl SealedUdp {
     pub(crate) fn new(key: Option<&str>, stats: Arc<Stats>) -> SealedUdp {
-        SealedUdp { key: key.map(|k| hmac::Key::new(hmac::HMAC_SHA256, k.as_bytes())), stats }
+        let key = key.map(|k| hmac::Key::new(hmac::HMAC_SHA256, k.as_bytes()));
+        SealedUdp { key, stats, bound: std::sync::Mutex::new(None) }
+    }
+
+    /// Opens `socket` (bound already) instead of binding a new one.
+    pub(crate) fn with_socket(self, socket: Option<std::net::UdpSocket>) -> SealedUdp {
+        SealedUdp { bound: std::sync::Mutex::new(socket), ..self }
+    }
+
+    /// The socket taken over, if any, for this address.
+    fn take_bound(&self, bind: SocketAddr) -> anyhow::Result<Option<tokio::net::UdpSocket>> {
+        let taken = self.bound.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(socket) = taken.filter(|s| s.local_addr().is_ok_and(|a| a == bind)) else { return Ok(None) };
+        socket.set_nonblocking(true)?;
+        Ok(Some(tokio::net::UdpSocket::from_std(socket)?))
     }
 }
 
 #[async_trait]
 impl Transport for SealedUdp {
     async fn open(&self, bind: SocketAddr) -> anyhow::Result<Box<dyn Socket>> {
-        let socket = tokio::net::UdpSocket::bind(bind)
-            .await
-            .map_err(|e| anyhow::anyhow!("[cluster] cannot bind {bind}/udp: {e}"))?;
+        let socket = match self.take_bound(bind)? {
+            Some(socket) => socket,
+            None => tokio::net::UdpSocket::bind(bind)
+                .await
+                .map_err(|e| anyhow::anyhow!("[cluster] cannot bind {bind}/udp: {e}"))?,
+        };
         Ok(Box::new(SealedSocket {
             socket,
             key: self.key.clone(),

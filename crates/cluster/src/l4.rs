@@ -109,6 +109,8 @@ pub struct L4View {
 pub(crate) struct Tier {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// Leave the table in the kernel at stop (a binary upgrade's new process runs it now).
+    keep_table: std::sync::atomic::AtomicBool,
 }
 
 struct Shared {
@@ -151,7 +153,7 @@ impl Tier {
         let thread =
             std::thread::Builder::new().name("cswitch-l4".into()).spawn(move || load_plans(&worker))?;
         tracing::info!(vip = %cfg.vip, ports = ?cfg.ports, table = %cfg.table, "L4 tier installed");
-        Ok(Tier { shared, thread: Mutex::new(Some(thread)) })
+        Ok(Tier { shared, thread: Mutex::new(Some(thread)), keep_table: Default::default() })
     }
 
     /// Hands `plan` to the thread when it differs from the last one (its dead addresses
@@ -181,6 +183,11 @@ impl Tier {
 
     /// Stops the thread and deletes the table: the VIP's new flows then reach this host's
     /// own stack (refused), and no stale rule sends them to nodes nobody watches.
+    /// At stop, leave the table to the process that took over (a binary upgrade).
+    pub(crate) fn keep_table(&self) {
+        self.keep_table.store(true, std::sync::atomic::Ordering::Release);
+    }
+
     pub(crate) fn stop(&self) {
         if let Ok(mut next) = self.shared.next.lock() {
             next.1 = true;
@@ -188,6 +195,9 @@ impl Tier {
         }
         if let Some(thread) = self.thread.lock().ok().and_then(|mut t| t.take()) {
             let _ = thread.join();
+            if self.keep_table.load(std::sync::atomic::Ordering::Acquire) {
+                return;
+            }
             if let Err(e) = nft::load(&nft::remove_text(&self.shared.cfg)) {
                 tracing::warn!(error = %e, "L4 tier: table not removed");
             }

@@ -53,7 +53,21 @@ impl Cluster {
     /// Binds the gossip socket and joins through `cfg.seeds`. `digest` is this node's
     /// [`config_digest`]; `remote` gets what other nodes share.
     pub fn start(cfg: &config::Cluster, digest: String, remote: Box<dyn Remote>) -> std::io::Result<Cluster> {
-        let (inner, stop, thread) = node::spawn(cfg, digest, remote)?;
+        let (inner, stop, thread) = node::spawn(cfg, None, digest, remote)?;
+        tracing::info!(node = %cfg.node, gossip = %cfg.bind, seeds = cfg.seeds.len(), "joined cluster gossip");
+        Ok(Cluster { inner, stop: Mutex::new(Some(stop)), thread: Mutex::new(Some(thread)) })
+    }
+
+    /// [`Cluster::start`] on a gossip socket already bound to `cfg.bind`: a binary
+    /// upgrade's new process takes over its predecessor's, which the predecessor still
+    /// holds (so a second bind would fail). Other nodes see a new generation of this node.
+    pub fn start_on(
+        cfg: &config::Cluster,
+        socket: std::net::UdpSocket,
+        digest: String,
+        remote: Box<dyn Remote>,
+    ) -> std::io::Result<Cluster> {
+        let (inner, stop, thread) = node::spawn(cfg, Some(socket), digest, remote)?;
         tracing::info!(node = %cfg.node, gossip = %cfg.bind, seeds = cfg.seeds.len(), "joined cluster gossip");
         Ok(Cluster { inner, stop: Mutex::new(Some(stop)), thread: Mutex::new(Some(thread)) })
     }
@@ -129,6 +143,15 @@ impl Cluster {
             Some(tier) => Arc::new(View { l4: Some(tier.view()), ..(*view).clone() }),
             None => view,
         }
+    }
+
+    /// [`Cluster::stop`] after a binary upgrade handed this node to a new process: the L4
+    /// tier's kernel table stays (the new process installed and programs the same one).
+    pub fn stop_handed_over(&self) {
+        if let Some(tier) = &self.inner.l4 {
+            tier.keep_table();
+        }
+        self.stop();
     }
 
     /// Leaves gossip and waits for the thread; other nodes then see this one die.

@@ -113,6 +113,7 @@ impl Inner {
 /// Starts chitchat on a new thread; returns once the gossip socket is bound (or failed).
 pub(crate) fn spawn(
     cfg: &config::Cluster,
+    bound: Option<std::net::UdpSocket>,
     digest: String,
     remote: Box<dyn Remote>,
 ) -> std::io::Result<(Arc<Inner>, oneshot::Sender<()>, std::thread::JoinHandle<()>)> {
@@ -127,7 +128,7 @@ pub(crate) fn spawn(
         l4,
     });
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let transport = SealedUdp::new(cfg.key.as_deref(), stats);
+    let transport = SealedUdp::new(cfg.key.as_deref(), stats).with_socket(bound);
     let handle = runtime
         .block_on(spawn_chitchat(chitchat_config(cfg), Vec::new(), &transport))
         .map_err(|e| std::io::Error::other(format!("{e:#}")))?;

@@ -80,7 +80,11 @@ enum Cmd {
     /// Replaces the running binary with the one now at its path (as SIGUSR2 does): the new
     /// process takes the listening sockets and the idle connections over; answers once
     /// the old process is drained, or with why nothing changed.
-    Upgrade,
+    Upgrade {
+        /// Only show where a running upgrade is and how the last one ended.
+        #[arg(long)]
+        status: bool,
+    },
     /// Shows how a raw request would be routed by the running switch.
     Explain {
         /// File holding a raw HTTP request (head and body).
@@ -135,7 +139,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Cmd::Remove { server } => (client.send("DELETE", &server_path(&server)?, b"")?, show::removal),
         Cmd::Reload => (client.send("POST", "/api/reload", b"")?, show::applied),
         Cmd::Reopen => (client.send("POST", "/api/reopen", b"")?, show::reopened),
-        Cmd::Upgrade => (client.send("POST", "/api/upgrade", b"")?, show::upgraded),
+        Cmd::Upgrade { status: false } => (client.send("POST", "/api/upgrade", b"")?, show::upgraded),
+        Cmd::Upgrade { status: true } => (client.get("/api/upgrade")?, show::upgrade_status),
         Cmd::Cluster { action: None } => (client.get("/api/cluster")?, show::cluster),
         Cmd::Cluster { action: Some(ClusterCmd::Drain) } => {
             (client.send("POST", "/api/cluster/drain", b"")?, show::serving)

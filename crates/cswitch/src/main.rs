@@ -139,7 +139,11 @@ fn run(path: &Path) -> anyhow::Result<()> {
         }
     };
     if let Some(inheritance) = inheritance {
-        inheritance.serving(Arc::clone(&switch), Arc::clone(&upgrader.inheriting))?;
+        inheritance.serving(
+            Arc::clone(&switch),
+            Arc::clone(&upgrader.inheriting),
+            Arc::clone(&upgrader.adopted),
+        )?;
     }
     signals.serve_until_stopped(&switch, Some(path), Some(&upgrader))?;
     drop(admin);
@@ -180,7 +184,11 @@ fn start_admin(
         let u = Arc::clone(u);
         Arc::new(move || u.run("admin: POST /api/upgrade")) as admin::UpgradeHook
     });
-    let options = admin::Options { listener, upgrade: hook };
+    let upgrade_status = upgrader.map(|u| {
+        let u = Arc::clone(u);
+        Arc::new(move || u.status()) as admin::UpgradeStatus
+    });
+    let options = admin::Options { listener, upgrade: hook, upgrade_status };
     let handle = admin::start_with(Arc::clone(switch), options).context("starting the admin listener")?;
     if let Some(h) = &handle {
         tracing::info!(addr = %h.local_addr(), "admin listener: JSON API, /metrics, stats page on /");

@@ -1,5 +1,6 @@
 //! Process signals: SIGTERM and SIGINT stop the switch gracefully (stop accepting, finish
-//! in-flight requests within `grace_period`); SIGHUP reloads the config file, validated
+//! in-flight requests within `grace_period`; an upgrade under way gives up first, see
+//! `upgrade`); SIGHUP reloads the config file, validated
 //! first: an invalid file changes nothing and the reason is logged; SIGUSR1 reopens the
 //! access log (after rotation, as nginx's `reopen`); SIGUSR2 upgrades the binary (as
 //! nginx's, but the new process takes the connections over: `upgrade`). The listeners' rule
@@ -60,8 +61,10 @@ impl Signals {
             let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
             loop {
                 tokio::select! {
-                    _ = term.recv() => break false,
-                    _ = int.recv() => break false,
+                    // An upgrade under way gives up first (`upgrade`), so no new process is
+                    // left running unsupervised.
+                    _ = term.recv() => break abandon(upgrader),
+                    _ = int.recv() => break abandon(upgrader),
                     _ = hup.recv() => match config {
                         Some(path) => reload(switch, path, "SIGHUP"),
                         None => tracing::warn!("SIGHUP ignored: no config file to reload"),
@@ -108,6 +111,13 @@ impl Signals {
         tracing::info!("stopped");
         Ok(())
     }
+}
+
+/// Told to stop: a running upgrade gives up (or stops draining) first. Whether this
+/// process had handed over (then the node goes on in the new process: it does not leave
+/// the cluster's L4 tier).
+fn abandon(upgrader: Option<&Arc<Upgrader>>) -> bool {
+    upgrader.is_some_and(|u| u.abandon())
 }
 
 /// Modification times of the listeners' rule files (`None` where unreadable).

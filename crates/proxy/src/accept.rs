@@ -57,14 +57,19 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
     loop {
         // Made before the check: a stop signalled in between still wakes it.
         let stop = worker.shutdown.notified();
-        if worker.shutting_down() || worker.shared.handover.get().is_some() {
+        if worker.shutting_down() {
+            return;
+        }
+        if worker.shared.handing_over().is_some() {
             // Also when the signal came while this loop was busy with a connection: a
             // connection accepted after a binary upgrade's hand-over would not be handed on.
-            return;
+            // The socket stays here in case the new process dies and it is taken back.
+            stop.await;
+            continue;
         }
         let accepted = tokio::select! {
             r = listener.accept() => r,
-            _ = stop => return,
+            _ = stop => continue,
         };
         let (stream, peer) = match accepted {
             Ok(pair) => pair,
@@ -243,9 +248,15 @@ async fn wait_for_shutdown(worker: &Rc<Worker>) {
         if worker.shutting_down() {
             break;
         }
-        if !handed_over && worker.shared.handover.get().is_some() {
-            handed_over = true;
-            crate::upgrade::hand_over(worker);
+        let handing_over = worker.shared.handing_over().is_some();
+        if handing_over != handed_over {
+            handed_over = handing_over;
+            if handing_over {
+                crate::upgrade::hand_over(worker);
+            } else {
+                worker.shutdown.notify_waiters(); // taken back: the accept loops go on
+                tracing::info!("the new process is gone: accepting again");
+            }
         }
         notified.await;
     }

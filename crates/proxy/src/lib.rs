@@ -41,7 +41,7 @@ mod tls;
 mod upgrade;
 mod upstream;
 
-pub use floor::handover::{HandoverTally, Moving, Sink};
+pub use floor::handover::{HandoverTally, Moving, Sink, Tunnel};
 pub use floor::stats::{Counter, Stats};
 pub use handoff::timing::{
     PhaseView as HandoffPhaseView, TimingView as HandoffTimingView, BOUNDS_US as HANDOFF_BOUNDS_US,

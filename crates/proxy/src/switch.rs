@@ -193,7 +193,7 @@ impl Switch {
             handover: Default::default(),
             cluster: std::sync::OnceLock::new(),
         });
-        crate::health::cluster::join(&shared)?;
+        let gossip_copy = crate::health::cluster::join(&shared, inherited.gossip.take())?;
         let mut threads = Vec::with_capacity(workers);
         let mut adopt = Vec::with_capacity(workers);
         for (i, listeners) in sockets.into_iter().enumerate() {
@@ -207,7 +207,7 @@ impl Switch {
         }
         threads.push(crate::health::spawn(Arc::clone(&shared), agents)?);
         threads.extend(crate::handoff::life::spawn(Arc::clone(&shared))?);
-        let sockets = Mutex::new(Inherited { listeners: kept, agents: agents_copy });
+        let sockets = Mutex::new(Inherited { listeners: kept, agents: agents_copy, gossip: gossip_copy });
         let next_adopt = AtomicUsize::new(0);
         Ok(Switch {
             shared,
@@ -453,15 +453,16 @@ impl Switch {
             let _ = t.join();
         }
         *self.sockets.lock().unwrap_or_else(|e| e.into_inner()) = Inherited::default();
-        if self.shared.handover.get().is_none() {
+        if self.shared.handing_over().is_none() {
             // After a binary upgrade the table is the new process's.
             crate::handoff::steering::remove();
         }
         crate::health::cluster::leave(&self.shared);
     }
 
-    /// Second descriptors of every listening socket (by listener, one per worker) and of
-    /// the `[agents]` socket, for a binary upgrade's new process.
+    /// Second descriptors of every listening socket (by listener, one per worker), of the
+    /// `[agents]` socket and of the `[cluster]` gossip socket, for a binary upgrade's new
+    /// process.
     pub fn listening_sockets(&self) -> io::Result<Inherited> {
         let kept = self.sockets.lock().unwrap_or_else(|e| e.into_inner());
         let mut listeners = Vec::with_capacity(kept.listeners.len());
@@ -470,17 +471,33 @@ impl Switch {
             listeners.push((name.clone(), copies));
         }
         let agents = kept.agents.as_ref().map(std::net::UdpSocket::try_clone).transpose()?;
-        Ok(Inherited { listeners, agents })
+        let gossip = kept.gossip.as_ref().map(std::net::UdpSocket::try_clone).transpose()?;
+        Ok(Inherited { listeners, agents, gossip })
     }
 
     /// A binary upgrade's new process serves: stop accepting (the listening sockets stay
-    /// open for it) and hand every idle plain HTTP connection to `sink`, each connection
-    /// with a request in flight once that request is answered. False if a hand-over
-    /// already began (nothing changes then).
+    /// open for it, and here until this process exits) and hand every idle plain HTTP
+    /// connection and every tunnel to `sink`, each connection with a request in flight once
+    /// that request is answered. False if a hand-over is running already (nothing changes
+    /// then); one taken back starts anew.
     pub fn hand_over(&self, sink: Sink) -> bool {
-        if self.shared.handover.set(crate::floor::handover::Handover::new(sink)).is_err() {
-            return false;
+        match self.shared.handover.get() {
+            Some(h) if h.active() => return false,
+            Some(h) => h.restart(sink),
+            None => {
+                let _ = self.shared.handover.set(crate::floor::handover::Handover::new(sink));
+            }
         }
+        self.shared.shutdown_notify.notify_waiters();
+        true
+    }
+
+    /// The hand-over's new process died before this one was done: take everything back.
+    /// The workers accept again and keep their connections (those already handed over
+    /// went with the new process). False if no hand-over runs.
+    pub fn take_back(&self) -> bool {
+        let Some(handover) = self.shared.handing_over() else { return false };
+        handover.take_back();
         self.shared.shutdown_notify.notify_waiters();
         true
     }

@@ -155,13 +155,49 @@ pub fn upgraded(v: &Value) {
         text(&v["serving_after_ms"]),
         text(&v["duration_ms"])
     );
-    println!("  idle connections moved:      {}", text(&v["moved"]));
+    println!("  connections moved:           {}", text(&v["moved"]));
+    println!(
+        "    tunnels among them:        {} ({} buffered bytes moved with them)",
+        text(&v["tunnels_moved"]),
+        text(&v["tunnel_bytes_buffered"])
+    );
     println!("  finished in the old process: {}", text(&v["finished_in_old"]));
+    let why = &v["finished_in_old_why"];
+    println!("    TLS-terminated, closed once idle: {}", text(&why["tls_terminated"]));
+    println!("    tunnels that cannot move:         {}", text(&why["tunnels_not_movable"]));
+    println!("    other (closed by the client, HTTP/2, ...): {}", text(&why["other"]));
     println!("  failed to move:              {}", text(&v["failed_to_move"]));
     if let Some(why) = v["last_failure"].as_str() {
         println!("    last failure: {why}");
     }
     println!("  cut at the grace period:     {}", text(&v["cut_at_grace_period"]));
+}
+
+/// `GET /api/upgrade`.
+pub fn upgrade_status(v: &Value) {
+    match v["running"].as_object() {
+        Some(r) => {
+            let fact = |k: &str| r.get(k).map_or_else(|| "-".to_string(), text);
+            println!("upgrade running: {} for {} ms", fact("phase"), fact("for_ms"));
+            if r.contains_key("new_pid") {
+                println!("  new process:        {}", fact("new_pid"));
+                println!("  moved so far:       {} ({} tunnels)", fact("moved"), fact("tunnels_moved"));
+                println!("  failed to move:     {}", fact("failed_to_move"));
+                println!("  still open here:    {}", fact("still_open_here"));
+            }
+        }
+        None => println!("no upgrade running"),
+    }
+    if let Some(adopted) = v["taking_over"]["adopted_so_far"].as_u64() {
+        println!("taking over from the previous process: {adopted} connection(s) so far");
+    }
+    let last = &v["last"];
+    if last["done"].is_object() {
+        println!("last upgrade:");
+        upgraded(&last["done"]);
+    } else if let Some(why) = last["failed"].as_str() {
+        println!("last upgrade failed ({}): {why}", text(&last["status"]));
+    }
 }
 
 /// `DELETE /api/servers/G/N`.

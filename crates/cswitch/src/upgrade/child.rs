@@ -6,7 +6,7 @@
 use super::wire::{Channel, ENV};
 use serde_json::json;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// This process's link to the process it takes over from.
@@ -41,7 +41,7 @@ impl Inheritance {
     pub fn sockets(&self) -> anyhow::Result<Sockets> {
         let mut sockets = Sockets { switch: proxy::Inherited::default(), admin: None, state: Vec::new() };
         loop {
-            let Some((message, fds)) = self.channel.recv(None)? else {
+            let Some((message, fds, _)) = self.channel.recv(None)? else {
                 anyhow::bail!("the upgrading process closed the channel before sending its sockets");
             };
             let kind = message["kind"].as_str().unwrap_or("");
@@ -55,6 +55,7 @@ impl Inheritance {
                     }
                 }
                 "agents" => sockets.switch.agents = fds.into_iter().next().map(std::net::UdpSocket::from),
+                "gossip" => sockets.switch.gossip = fds.into_iter().next().map(std::net::UdpSocket::from),
                 "admin" => sockets.admin = fds.into_iter().next().map(std::net::TcpListener::from),
                 "state" => sockets.state.push(serde_json::from_value(message["state"].clone())?),
                 "sockets-end" => return Ok(sockets),
@@ -65,22 +66,27 @@ impl Inheritance {
 
     /// Tells the old process this one serves, then adopts the connections it hands over
     /// (on a thread of its own) until it is done; `inheriting` is cleared then.
-    pub fn serving(self, switch: Arc<proxy::Switch>, inheriting: Arc<AtomicBool>) -> anyhow::Result<()> {
+    pub fn serving(
+        self,
+        switch: Arc<proxy::Switch>,
+        inheriting: Arc<AtomicBool>,
+        adopted: Arc<AtomicU64>,
+    ) -> anyhow::Result<()> {
         inheriting.store(true, Ordering::Release);
         self.channel.send(&json!({ "kind": "serving", "pid": std::process::id() }), &[])?;
         tracing::info!("serving; the old process hands its connections over");
         std::thread::Builder::new().name("cswitch-inherit".into()).spawn(move || {
-            let adopted = self.adopt_all(&switch);
+            let adopted = self.adopt_all(&switch, &adopted);
             tracing::info!(adopted, "the old process is done; taking over complete");
             inheriting.store(false, Ordering::Release);
         })?;
         Ok(())
     }
 
-    fn adopt_all(&self, switch: &proxy::Switch) -> u64 {
+    fn adopt_all(&self, switch: &proxy::Switch, so_far: &AtomicU64) -> u64 {
         let mut adopted = 0;
         loop {
-            let (message, fds) = match self.channel.recv(None) {
+            let (message, fds, bytes) = match self.channel.recv(None) {
                 Ok(Some(m)) => m,
                 Ok(None) => return adopted,
                 Err(e) => {
@@ -90,8 +96,9 @@ impl Inheritance {
             };
             match message["kind"].as_str() {
                 Some("conn") => {
-                    if adopt(switch, &message, fds) {
+                    if adopt(switch, &message, fds, bytes) {
                         adopted += 1;
+                        so_far.store(adopted, Ordering::Relaxed);
                     }
                 }
                 Some("state") => match serde_json::from_value(message["state"].clone()) {
@@ -105,9 +112,11 @@ impl Inheritance {
     }
 }
 
-/// One connection the old process handed over.
-fn adopt(switch: &proxy::Switch, message: &serde_json::Value, fds: Vec<OwnedFd>) -> bool {
-    let Some(fd) = fds.into_iter().next() else { return false };
+/// One connection the old process handed over: its socket, and for a tunnel the server's
+/// socket and the buffered bytes (to the server first, then to the client).
+fn adopt(switch: &proxy::Switch, message: &serde_json::Value, fds: Vec<OwnedFd>, bytes: Vec<u8>) -> bool {
+    let mut fds = fds.into_iter();
+    let Some(fd) = fds.next() else { return false };
     let peer = message["peer"].as_str().and_then(|p| p.parse().ok());
     let Some(peer) = peer else {
         tracing::warn!(%message, "moved connection without a peer address; closed");
@@ -118,6 +127,26 @@ fn adopt(switch: &proxy::Switch, message: &serde_json::Value, fds: Vec<OwnedFd>)
         listener: message["listener"].as_str().unwrap_or("").to_string(),
         peer,
         served: message["served"].as_bool().unwrap_or(false),
+        tunnel: tunnel(&message["tunnel"], fds.next(), bytes),
     });
     true
+}
+
+/// A moved tunnel's other end, when the message is about one.
+fn tunnel(
+    about: &serde_json::Value,
+    server: Option<OwnedFd>,
+    mut bytes: Vec<u8>,
+) -> Option<Box<proxy::Tunnel>> {
+    let kind = about["kind"].as_str()?.to_string();
+    let Some(server) = server else {
+        tracing::warn!(kind, "moved tunnel without its server's socket; its client is closed");
+        return None;
+    };
+    let to_server_len =
+        usize::try_from(about["to_server"].as_u64().unwrap_or(0)).unwrap_or(0).min(bytes.len());
+    let to_client = bytes.split_off(to_server_len);
+    let server_name = serde_json::from_value(about["server"].clone()).ok().flatten();
+    let server = std::net::TcpStream::from(server);
+    Some(Box::new(proxy::Tunnel { server, to_server: bytes, to_client, kind, server_name }))
 }

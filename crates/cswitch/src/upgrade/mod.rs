@@ -9,10 +9,16 @@
 //! hand its idle keep-alive connections over, each connection with a request in flight
 //! once it is answered; when it holds nothing (or `grace_period` has passed) it exits. A
 //! new binary that fails to start, to load the config or to bind changes nothing: the old
-//! process goes on serving and the caller gets the reason.
+//! process goes on serving and the caller gets the reason. A new process that crashes
+//! after it said it serves, while the old one still drains, is replaced by the old one
+//! again (`recover`). SIGTERM to the old process during an upgrade: before the new one
+//! serves, the upgrade is abandoned (the new process is ended); while draining, the old one
+//! stops waiting for its connections and shuts down as usual.
 
 mod child;
 mod notify;
+mod recover;
+mod report;
 mod wire;
 
 pub use child::Inheritance;
@@ -47,7 +53,13 @@ pub struct Upgrader {
     one_at_a_time: Mutex<()>,
     /// Set while this process still receives connections from its predecessor.
     pub(crate) inheriting: Arc<AtomicBool>,
+    /// Connections taken over from the predecessor so far.
+    pub(crate) adopted: Arc<std::sync::atomic::AtomicU64>,
     handed_over: AtomicBool,
+    /// Set when this process is told to stop (SIGTERM, SIGINT): a running upgrade gives up.
+    stopping: AtomicBool,
+    /// Where the running upgrade is, and how the last one ended.
+    progress: Mutex<report::Progress>,
     /// Woken once this process has handed over and drained: it exits.
     pub done: tokio::sync::Notify,
 }
@@ -62,7 +74,10 @@ impl Upgrader {
             admin: Mutex::new(None),
             one_at_a_time: Mutex::new(()),
             inheriting: Arc::new(AtomicBool::new(false)),
+            adopted: Arc::default(),
             handed_over: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            progress: Mutex::default(),
             done: tokio::sync::Notify::new(),
         }
     }
@@ -94,8 +109,38 @@ impl Upgrader {
         }
         let started = Instant::now();
         tracing::info!(cause = why, "upgrade: starting the new binary");
+        self.progress().at("starting", json!({ "cause": why }));
+        let outcome = self.start_and_hand_over(started);
+        let last = match &outcome {
+            Ok(report) => json!({ "done": report }),
+            Err(refused) => json!({ "failed": refused.reason, "status": refused.status }),
+        };
+        self.progress().ended(last);
+        outcome
+    }
+
+    /// `GET /api/upgrade`: where the running upgrade is, and how the last one ended; in
+    /// a new process still taking over, how many connections it has taken so far.
+    pub fn status(&self) -> Value {
+        let mut status = self.progress().status(self.switch.handover_tally(), self.switch.open_connections());
+        if self.inheriting.load(Ordering::Acquire) {
+            status["taking_over"] = json!({ "adopted_so_far": self.adopted.load(Ordering::Relaxed) });
+        }
+        status
+    }
+
+    fn progress(&self) -> std::sync::MutexGuard<'_, report::Progress> {
+        self.progress.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn start_and_hand_over(&self, started: Instant) -> Result<Value, UpgradeRefused> {
+        let refused = |status, reason: String| UpgradeRefused { status, reason };
         match self.start_new() {
-            Ok((channel, pid)) => Ok(self.hand_over(channel, pid, started)),
+            Ok((channel, child)) => self.hand_over(channel, child, started),
+            Err(reason) if self.stopping.load(Ordering::Acquire) => {
+                tracing::warn!("upgrade given up: {reason}");
+                Err(refused(503, reason))
+            }
             Err(reason) => {
                 tracing::error!("upgrade failed, this process goes on serving: {reason}");
                 Err(refused(500, format!("upgrade failed, nothing changed: {reason}")))
@@ -103,8 +148,17 @@ impl Upgrader {
         }
     }
 
+    /// This process is told to stop: an upgrade that has not reached the hand-over gives up
+    /// (its new process is ended), one that is draining stops waiting. Returns once no
+    /// upgrade runs: whether this process has handed over (the new one serves on).
+    pub fn abandon(&self) -> bool {
+        self.stopping.store(true, Ordering::Release);
+        drop(self.one_at_a_time.lock().unwrap_or_else(|e| e.into_inner()));
+        self.handed_over.load(Ordering::Acquire)
+    }
+
     /// Starts the new process, sends it the listening sockets and waits until it serves.
-    fn start_new(&self) -> Result<(wire::Channel, u32), String> {
+    fn start_new(&self) -> Result<(wire::Channel, Child), String> {
         let exe = match std::env::var_os(BINARY_ENV) {
             Some(path) => PathBuf::from(path),
             None => self.exe.as_ref().map_err(|e| format!("this binary's path is unknown: {e}"))?.clone(),
@@ -119,15 +173,16 @@ impl Upgrader {
         let pid = child.id();
         tracing::info!(binary = %exe.display(), pid, "upgrade: new process started");
         let deadline = Instant::now() + START_TIMEOUT;
-        let result = connect(&listener, &mut child, deadline).and_then(|channel| {
+        let stopping = &self.stopping;
+        let result = connect(&listener, &mut child, deadline, stopping).and_then(|channel| {
             // A new process that cannot load its config says so and exits, maybe while the
             // sockets are still being sent: its own reason is the one to give.
             let sent = self.send_sockets(&channel);
-            wait_serving(&channel, &mut child, deadline)?;
+            wait_serving(&channel, &mut child, deadline, stopping)?;
             sent.map(|()| channel)
         });
         match result {
-            Ok(channel) => Ok((channel, pid)),
+            Ok(channel) => Ok((channel, child)),
             Err(reason) => {
                 end(&mut child);
                 Err(reason)
@@ -153,6 +208,9 @@ impl Upgrader {
         if let Some(agents) = &sockets.agents {
             channel.send(&json!({ "kind": "agents" }), &[agents.as_fd()]).map_err(failed)?;
         }
+        if let Some(gossip) = &sockets.gossip {
+            channel.send(&json!({ "kind": "gossip" }), &[gossip.as_fd()]).map_err(failed)?;
+        }
         if let Some((admin, _)) = &*self.admin.lock().unwrap_or_else(|e| e.into_inner()) {
             channel.send(&json!({ "kind": "admin" }), &[admin.as_fd()]).map_err(failed)?;
         }
@@ -160,8 +218,15 @@ impl Upgrader {
     }
 
     /// The new process serves: stop accepting, hand idle connections over, wait until
-    /// this process holds nothing, and say what happened.
-    fn hand_over(&self, channel: wire::Channel, pid: u32, started: Instant) -> Value {
+    /// this process holds nothing, and say what happened; or, if the new process crashes
+    /// meanwhile, take everything back and say why.
+    fn hand_over(
+        &self,
+        channel: wire::Channel,
+        mut child: Child,
+        started: Instant,
+    ) -> Result<Value, UpgradeRefused> {
+        let pid = child.id();
         self.handed_over.store(true, Ordering::Release);
         let serving_after = started.elapsed();
         notify::main_pid(pid);
@@ -172,55 +237,75 @@ impl Upgrader {
         let channel = Arc::new(channel);
         let sink = Arc::clone(&channel);
         self.switch.hand_over(Box::new(move |conn: &proxy::Moving| {
-            let message = json!({
+            let mut message = json!({
                 "kind": "conn",
                 "listener": conn.listener,
                 "peer": conn.peer.to_string(),
                 "served": conn.served,
             });
-            sink.send(&message, &[conn.stream.as_fd()])
+            let Some(tunnel) = &conn.tunnel else { return sink.send(&message, &[conn.stream.as_fd()]) };
+            message["tunnel"] =
+                json!({ "kind": tunnel.kind, "to_server": tunnel.to_server.len(), "server": tunnel.server_name });
+            let bytes = [tunnel.to_server.as_slice(), &tunnel.to_client];
+            sink.send_with(&message, &bytes, &[conn.stream.as_fd(), tunnel.server.as_fd()])
         }));
         tracing::info!(pid, open = open_then, "upgrade: the new process serves; handing connections over");
-        let grace = self.switch.config().global.grace_period;
-        let drain_deadline = Instant::now() + grace;
-        while self.switch.open_connections() > 0 && Instant::now() < drain_deadline {
-            std::thread::sleep(Duration::from_millis(10));
+        self.progress().at("handing_over", json!({ "new_pid": pid, "open_then": open_then }));
+        if let Err(status) = self.drain(&mut child) {
+            return Err(self.take_back(pid, &status));
         }
         let tally = self.switch.handover_tally().unwrap_or_default();
         let left = self.switch.open_connections();
-        let finished = (open_then as u64).saturating_sub(tally.moved).saturating_sub(left as u64);
         if let Err(e) = channel.send_state(self.switch.upgrade_state(true)) {
             tracing::warn!(error = %e, "counters not handed on; the new process counts from zero");
         }
         let _ = channel.send(&json!({ "kind": "done", "moved": tally.moved }), &[]);
-        let report = json!({
-            "new_pid": pid,
-            "serving_after_ms": serving_after.as_millis() as u64,
-            "duration_ms": started.elapsed().as_millis() as u64,
-            "moved": tally.moved,
-            "finished_in_old": finished,
-            "failed_to_move": tally.failed,
-            "last_failure": tally.last_failure,
-            "cut_at_grace_period": left,
-        });
-        tracing::info!(
-            new_pid = pid,
-            moved = tally.moved,
-            finished_in_old = finished,
-            failed_to_move = tally.failed,
-            last_failure = tally.last_failure.as_deref().unwrap_or(""),
-            cut_at_grace_period = left,
-            duration_ms = started.elapsed().as_millis() as u64,
-            "upgrade done; this process exits"
-        );
+        let duration = started.elapsed();
+        let report = report::done(&report::Done { pid, serving_after, duration, open_then, left, tally });
         self.done.notify_one();
-        report
+        Ok(report)
+    }
+
+    /// Waits until this process holds no client connection, at most `grace_period`, or
+    /// until it is told to stop; `Err` with the new process's exit status if it crashed
+    /// meanwhile.
+    fn drain(&self, child: &mut Child) -> Result<(), std::process::ExitStatus> {
+        let deadline = Instant::now() + self.switch.config().global.grace_period;
+        let mut next_line = Instant::now() + Duration::from_secs(1);
+        loop {
+            if Instant::now() >= next_line {
+                next_line += Duration::from_secs(1);
+                report::draining(self.switch.handover_tally(), self.switch.open_connections());
+            }
+            if let Some(status) = recover::crashed(child) {
+                return Err(status);
+            }
+            if self.switch.open_connections() == 0 || Instant::now() >= deadline {
+                return Ok(());
+            }
+            if self.stopping.load(Ordering::Acquire) {
+                tracing::info!("told to stop while handing over: not waiting for the rest");
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 
+/// Why an upgrade gives up when this process is told to stop.
+const ABANDONED: &str = "this process is stopping (SIGTERM or SIGINT): the upgrade is abandoned";
+
 /// Waits for the new process to connect to the channel.
-fn connect(listener: &wire::Listener, child: &mut Child, deadline: Instant) -> Result<wire::Channel, String> {
+fn connect(
+    listener: &wire::Listener,
+    child: &mut Child,
+    deadline: Instant,
+    stopping: &AtomicBool,
+) -> Result<wire::Channel, String> {
     loop {
+        if stopping.load(Ordering::Acquire) {
+            return Err(ABANDONED.into());
+        }
         if let Ok(Some(status)) = child.try_wait() {
             return Err(format!("the new process exited ({status}) before it connected"));
         }
@@ -236,13 +321,21 @@ fn connect(listener: &wire::Listener, child: &mut Child, deadline: Instant) -> R
 }
 
 /// Waits until the new process says it serves, or why it cannot.
-fn wait_serving(channel: &wire::Channel, child: &mut Child, deadline: Instant) -> Result<(), String> {
+fn wait_serving(
+    channel: &wire::Channel,
+    child: &mut Child,
+    deadline: Instant,
+    stopping: &AtomicBool,
+) -> Result<(), String> {
     loop {
+        if stopping.load(Ordering::Acquire) {
+            return Err(ABANDONED.into());
+        }
         if Instant::now() >= deadline {
             return Err(format!("the new process was not serving within {} s", START_TIMEOUT.as_secs()));
         }
         match channel.recv(Some(Duration::from_millis(100))) {
-            Ok(Some((message, _))) => match message["kind"].as_str() {
+            Ok(Some((message, _, _))) => match message["kind"].as_str() {
                 Some("serving") => return Ok(()),
                 Some("failed") => {
                     let reason = message["reason"].as_str().unwrap_or("no reason given");

@@ -1,7 +1,9 @@
 //! The channel between an old and a new process during a binary upgrade: a Unix
 //! `SOCK_SEQPACKET` socket (each message arrives whole, with the descriptors it carries),
 //! named in the abstract namespace so nothing is left on disk. A message is one JSON
-//! object (its `kind` says what it is) and, with `SCM_RIGHTS`, the sockets it is about.
+//! object (its `kind` says what it is), then, after a NUL byte (which JSON text never
+//! holds), raw bytes if it carries any (a moved tunnel's buffered bytes), and, with
+//! `SCM_RIGHTS`, the sockets it is about.
 //! rustix's `sendmsg`/`recvmsg` are safe: descriptors leave as `BorrowedFd`s and arrive
 //! as `OwnedFd`s, so this module needs no `unsafe`.
 
@@ -24,6 +26,9 @@ pub const MAX_FDS: usize = 64;
 /// Largest message (state is sent in pieces below it; the default socket buffer takes
 /// some 200 KiB).
 pub const MAX_MESSAGE: usize = 64 << 10;
+
+/// A message as it arrived: the JSON, the descriptors, the raw bytes.
+pub type Received = (Value, Vec<OwnedFd>, Vec<u8>);
 
 /// One end of the channel.
 pub struct Channel(OwnedFd);
@@ -120,7 +125,22 @@ impl Channel {
 
     /// Sends `message` with `fds` (at most [`MAX_FDS`]).
     pub fn send(&self, message: &Value, fds: &[BorrowedFd<'_>]) -> io::Result<()> {
-        let body = serde_json::to_vec(message).map_err(io::Error::other)?;
+        self.send_with(message, &[], fds)
+    }
+
+    /// Sends `message`, raw `bytes` after it, and `fds`; the whole must fit in
+    /// [`MAX_MESSAGE`] (else an error, nothing sent).
+    pub fn send_with(&self, message: &Value, bytes: &[&[u8]], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+        let mut body = serde_json::to_vec(message).map_err(io::Error::other)?;
+        let raw: usize = bytes.iter().map(|b| b.len()).sum();
+        if raw > 0 {
+            if body.len() + 1 + raw > MAX_MESSAGE {
+                let why = format!("{raw} buffered bytes do not fit in one message of the upgrade channel");
+                return Err(io::Error::other(why));
+            }
+            body.push(0);
+            bytes.iter().for_each(|b| body.extend_from_slice(b));
+        }
         let mut space = vec![MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(fds.len().max(1)))];
         let mut control = SendAncillaryBuffer::new(&mut space);
         if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
@@ -130,9 +150,10 @@ impl Channel {
         Ok(())
     }
 
-    /// The next message and its descriptors; `None` once the other end closed. Waits at
-    /// most `wait` (`None`: for ever); a timeout is `ErrorKind::WouldBlock`.
-    pub fn recv(&self, wait: Option<Duration>) -> io::Result<Option<(Value, Vec<OwnedFd>)>> {
+    /// The next message, its descriptors and the raw bytes after it; `None` once the other
+    /// end closed. Waits at most `wait` (`None`: for ever); a timeout is
+    /// `ErrorKind::WouldBlock`.
+    pub fn recv(&self, wait: Option<Duration>) -> io::Result<Option<Received>> {
         net::sockopt::set_socket_timeout(&self.0, net::sockopt::Timeout::Recv, wait)?;
         let mut body = vec![0u8; MAX_MESSAGE];
         let mut space = vec![MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
@@ -148,7 +169,12 @@ impl Channel {
         if got.bytes == 0 {
             return Ok(None);
         }
-        let message = serde_json::from_slice(&body[..got.bytes]).map_err(io::Error::other)?;
-        Ok(Some((message, fds)))
+        let body = &body[..got.bytes];
+        let (text, bytes) = match body.iter().position(|&b| b == 0) {
+            Some(nul) => (&body[..nul], body[nul + 1..].to_vec()),
+            None => (body, Vec::new()),
+        };
+        let message = serde_json::from_slice(text).map_err(io::Error::other)?;
+        Ok(Some((message, fds, bytes)))
     }
 }

@@ -4,6 +4,8 @@
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 #![allow(dead_code)] // each test file uses part of this
 
+pub mod upgrading;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -172,6 +172,11 @@ impl BufPool {
         recycled.unwrap_or_else(|| IoBuf::growable(HEAD_START, self.size))
     }
 
+    /// The size of its buffers.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
     /// A buffer, recycled when one is free.
     pub fn take(&self) -> IoBuf {
         let recycled = self.pop();

@@ -37,6 +37,9 @@ pub struct Watch {
     state: Cell<ConnState>,
     /// The housekeeping asked it to park.
     park: Cell<bool>,
+    /// Its waker is only for a binary upgrade's hand-over (a TLS-terminated connection,
+    /// which never parks: the housekeeping does not ask it).
+    wake_only: Cell<bool>,
     /// When it began to wait, in [`ticks`]; 0: not waiting. (Four bytes, not an `Instant`'s
     /// sixteen: every connection has one.)
     waiting_since: Cell<u32>,
@@ -63,6 +66,7 @@ impl Watch {
         Watch {
             state: Cell::new(state),
             park: Cell::new(false),
+            wake_only: Cell::new(false),
             waiting_since: Cell::new(0),
             waker: Cell::new(None),
         }
@@ -98,6 +102,13 @@ impl Watch {
         let old = self.waker.take();
         let same = old.as_ref().is_some_and(|w| w.will_wake(waker));
         self.waker.set(if same { old } else { Some(waker.clone()) });
+    }
+
+    /// The waiting connection is to be woken by a binary upgrade's hand-over only (it
+    /// cannot park): the hand-over wakes its task, which closes it if no request is there.
+    pub fn may_be_woken(&self, waker: &Waker) {
+        self.wake_only.set(true);
+        self.may_park(waker);
     }
 
     /// Whether the housekeeping asked it to park.
@@ -181,7 +192,8 @@ impl Conns {
                 return false;
             }
             // Only keep-alive connections park; a fresh one waits where eviction looks first.
-            if since != 0 && waited >= park && !e.state.park.get() && e.state.get() == ConnState::Idle {
+            let parks = !e.state.park.get() && !e.state.wake_only.get();
+            if since != 0 && waited >= park && parks && e.state.get() == ConnState::Idle {
                 e.state.ask_park();
             }
             true
@@ -189,10 +201,10 @@ impl Conns {
         expired
     }
 
-    /// A binary upgrade's hand-over: asks every connection waiting for a request to leave
-    /// (its task hands it to the new process), and closes those waiting that cannot leave
-    /// (TLS-terminated keep-alive ones: a rustls session cannot be passed on). Returns how
-    /// many were closed.
+    /// A binary upgrade's hand-over: wakes every connection waiting for a request (a plain
+    /// one's task hands it to the new process; a TLS-terminated one's closes it with
+    /// close_notify, a rustls session cannot be passed on), and closes at once those
+    /// waiting that cannot be woken (none is expected). Returns how many were closed.
     pub fn hand_over_waiting(&self) -> usize {
         let mut closed = 0;
         self.entries.borrow_mut().retain(|e| {

@@ -43,13 +43,19 @@ pub struct Shared {
     /// loop dropping servers that finished leaving), so no update is lost between them.
     pub snapshot_writer: std::sync::Mutex<()>,
     /// Set once a binary upgrade's new process serves: the workers stop accepting and
-    /// give their idle connections to it (`floor::handover`).
+    /// give their idle connections to it (`floor::handover`), unless taken back (read it
+    /// through [`Shared::handing_over`]).
     pub handover: std::sync::OnceLock<crate::floor::handover::Handover>,
     /// This node's membership in `[cluster]`, set once at start when configured.
     pub cluster: std::sync::OnceLock<Arc<cluster::Cluster>>,
 }
 
 impl Shared {
+    /// The binary upgrade's hand-over, while it runs (not before, nor once taken back).
+    pub fn handing_over(&self) -> Option<&crate::floor::handover::Handover> {
+        self.handover.get().filter(|h| h.active())
+    }
+
     /// Shares a TLS session ID `server` just issued with the cluster; nothing without
     /// `[cluster]`.
     pub fn share_tls_session(&self, id: &[u8], server: u64) {

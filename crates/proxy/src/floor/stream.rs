@@ -112,6 +112,25 @@ impl ClientStream {
         !matches!(tcp.try_io(tokio::io::Interest::READABLE, peek), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 
+    /// Whether the client has sent something not read yet (bytes in the socket, the end
+    /// of the stream, or TLS plaintext the session holds): at a request boundary, the next
+    /// request.
+    pub fn request_waiting(&mut self) -> bool {
+        if let ClientStream::Tls(s) = self {
+            let (_, session) = s.get_mut();
+            let buffered = session.process_new_packets().map(|state| state.plaintext_bytes_to_read() > 0);
+            if !matches!(buffered, Ok(false)) {
+                return true;
+            }
+        }
+        let Some(tcp) = self.tcp() else { return false };
+        let peek = || {
+            let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+            socket2::SockRef::from(tcp).peek(&mut probe)
+        };
+        !matches!(tcp.try_io(tokio::io::Interest::READABLE, peek), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+
     /// For a TLS connection: the server name the client sent (empty: none) and the
     /// negotiated version, for the access log.
     pub fn tls_facts(&self) -> Option<(&str, &'static str)> {

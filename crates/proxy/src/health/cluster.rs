@@ -12,22 +12,34 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-/// Starts this node's membership when the config has `[cluster]`.
-pub fn join(shared: &Arc<Shared>) -> std::io::Result<()> {
+/// Starts this node's membership when the config has `[cluster]`, on the gossip socket a
+/// binary upgrade's old process handed over (`inherited`) when it is bound where the config
+/// says, else on a new one. Returns a second descriptor of the socket, for the next
+/// upgrade.
+pub fn join(
+    shared: &Arc<Shared>,
+    inherited: Option<std::net::UdpSocket>,
+) -> std::io::Result<Option<std::net::UdpSocket>> {
     let snap = shared.snapshot.load();
-    let Some(cfg) = &snap.config.cluster else { return Ok(()) };
+    let Some(cfg) = &snap.config.cluster else { return Ok(None) };
+    let socket = match inherited.filter(|s| s.local_addr().is_ok_and(|a| a == cfg.bind)) {
+        Some(socket) => socket,
+        None => std::net::UdpSocket::bind(cfg.bind).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("[cluster] cannot bind {}/udp: {e}", cfg.bind))
+        })?,
+    };
+    let copy = socket.try_clone()?;
     // Weak: the gossip thread must not keep the switch alive after it stops.
     let remote = Box::new(Apply(Arc::downgrade(shared)));
     let digest = cluster::config_digest(&snap.config);
-    // Its errors name `[cluster]` and the address already.
-    let node = cluster::Cluster::start(cfg, digest, remote)?;
+    let node = cluster::Cluster::start_on(cfg, socket, digest, remote)?;
     // The listeners are bound (and listening) before this runs, so the L4 tier may send
     // flows at once; a node without listeners (one that only runs the tier) takes none.
     if !snap.config.listeners.is_empty() {
         node.set_serving(cluster::Serving::Ready);
     }
     let _ = shared.cluster.set(Arc::new(node));
-    Ok(())
+    Ok(Some(copy))
 }
 
 /// Drains this node from the L4 tier (no new flows; open connections finish) or makes it
@@ -67,10 +79,16 @@ pub fn leave_l4_tier(shared: &Shared, limit: Duration) {
     }
 }
 
-/// Leaves gossip (at shutdown): the other nodes see this one dead within ~1 s.
+/// Leaves gossip (at shutdown): the other nodes see this one dead within ~1 s. (After a
+/// binary upgrade, while the old process drains, both processes gossip on the one socket,
+/// the new one as a new generation of this node; the old one leaves as it exits, and
+/// goes on gossiping if it takes the sockets back.)
 pub fn leave(shared: &Shared) {
-    if let Some(node) = shared.cluster.get() {
-        node.stop();
+    match shared.cluster.get() {
+        // The new process runs the node now, the L4 tier's kernel table included.
+        Some(node) if shared.handing_over().is_some() => node.stop_handed_over(),
+        Some(node) => node.stop(),
+        None => {}
     }
 }
 

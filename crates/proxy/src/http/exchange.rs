@@ -15,7 +15,7 @@ use crate::http::client::Client;
 use crate::http::reply::{self, Replied, ReplyCtx};
 use crate::http::txn::Txn;
 use crate::upstream::connect::Upstream;
-use crate::upstream::tunnel;
+use crate::upstream::tunnel::moving::{self, Origin};
 use http1::{BodyError, BodyScanner};
 use std::cell::Cell;
 use std::pin::pin;
@@ -136,8 +136,10 @@ impl<'a> Txn<'a> {
                 worker.shared.stats.inc(Counter::Tunnels);
                 let idle = self.snap.config.timeouts.tunnel_idle;
                 let Some(cbuf) = self.client.buf.as_mut() else { return Err(Failure::client(None)) };
-                let carried =
-                    tunnel::run(&mut self.client.stream, cbuf, &mut up.stream, &mut self.s.sbuf, idle).await;
+                let (listener, peer, server) = (self.listener, self.client.peer, Some(up.server));
+                let from = Origin { listener, peer, kind: "websocket", server };
+                let (client, sbuf) = (&mut self.client.stream, &mut self.s.sbuf);
+                let carried = moving::run(worker, from, client, cbuf, &mut up.stream, sbuf, idle).await;
                 self.outcome.bytes_in += carried.up;
                 self.outcome.bytes_out += carried.down;
                 Ok(false)

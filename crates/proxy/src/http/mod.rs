@@ -111,7 +111,7 @@ fn park(open: Open, client: Client) -> Option<(Open, Client)> {
     }
     let state = std::rc::Rc::clone(&client.state);
     let resting = client.rest(open.listener())?;
-    if let Some(handover) = open.worker.shared.handover.get() {
+    if let Some(handover) = open.worker.shared.handing_over() {
         // A binary upgrade: the connection leaves for the new process instead.
         let resting = crate::floor::handover::move_out(&open.worker.shared, handover, resting).err()?;
         return Client::wake(resting, state).map(|c| (open, c));
@@ -157,7 +157,7 @@ async fn serve_one(worker: &Worker, listener: usize, client: &mut Client) -> boo
 /// each poll rather than kept: every waiting connection's future would carry the answer.
 fn may_park(worker: &Worker, client: &Client) -> bool {
     let waiting = matches!(client.state.get(), ConnState::Idle | ConnState::Fresh);
-    let can_leave = worker.parked.enabled() || worker.shared.handover.get().is_some();
+    let can_leave = worker.parked.enabled() || worker.shared.handing_over().is_some();
     waiting && !client.stream.is_tls() && can_leave
 }
 
@@ -184,10 +184,18 @@ async fn wait_for_request(worker: &Worker, client: &mut Client) -> Next {
     if client.state.get() == ConnState::Busy {
         client.state.set(ConnState::Idle);
     }
-    if worker.shared.handover.get().is_some() {
+    if let Some(handover) = worker.shared.handing_over() {
         // A binary upgrade: between requests, a plain connection moves to the new process
-        // and a TLS-terminated one closes (its session cannot move).
-        return if client.stream.is_tls() { Next::Close } else { Next::Park };
+        // and a TLS-terminated one closes (its session cannot move) once it is idle: not
+        // while the next request is already there, which would be lost (and the close
+        // might reset the answers before it).
+        if !client.stream.is_tls() {
+            return Next::Park;
+        }
+        if !client.stream.request_waiting() {
+            handover.note_tls_closed(1);
+            return Next::Close;
+        }
     }
     // The idle timeout is enforced by the worker's housekeeping (`floor::conns`), which
     // closes this connection if it waits too long: no timer here, see `Watch`.
@@ -206,6 +214,13 @@ async fn wait_for_request(worker: &Worker, client: &mut Client) -> Next {
                     client.state.may_park(cx.waker());
                     Poll::Pending
                 }
+                Poll::Pending if client.stream.is_tls() && !client.stream.is_piped() => {
+                    if client.state.park_asked() && worker.shared.handing_over().is_some() {
+                        return Poll::Ready(Ok(false)); // idle at a hand-over: closed below
+                    }
+                    client.state.may_be_woken(cx.waker());
+                    Poll::Pending
+                }
                 Poll::Pending => Poll::Pending,
             })
             .await?;
@@ -222,6 +237,14 @@ async fn wait_for_request(worker: &Worker, client: &mut Client) -> Next {
         }
     };
     let next = readable.await.unwrap_or(Next::Close);
+    if matches!(next, Next::Park) && client.stream.is_tls() {
+        // Woken by a binary upgrade's hand-over while idle: its session cannot move.
+        client.state.waiting(false);
+        if let Some(handover) = worker.shared.handing_over() {
+            handover.note_tls_closed(1);
+        }
+        return Next::Close;
+    }
     if matches!(next, Next::Park) {
         return Next::Park; // still waiting, since the same time: the parked table goes on
     }

@@ -14,7 +14,10 @@ use crate::observe::record::{self, Entry, Outcome as Traffic};
 use crate::upstream::connect::{pick_and_connect, Upstream};
 use crate::upstream::decide;
 use crate::upstream::pick::push_ip;
-use crate::upstream::tunnel;
+use crate::upstream::tunnel::{
+    self,
+    moving::{self, Origin},
+};
 use config::{HashKey, Protocol};
 use mail::login::{self, Event, Front, Outcome, Replay};
 use rules::ProtoField;
@@ -161,8 +164,10 @@ async fn tunnel_to(
     {
         cbuf.clear();
         let mut sbuf = worker.bufs.take();
-        carried =
-            tunnel::run(&mut client, cbuf, &mut up.stream, &mut sbuf, snap.config.timeouts.tunnel_idle).await;
+        let kind = if snap.listeners[ctx.listener].protocol == Protocol::Imap { "imap" } else { "pop3" };
+        let from = Origin { listener: ctx.listener, peer: ctx.peer, kind, server: Some(up.server) };
+        let idle = snap.config.timeouts.tunnel_idle;
+        carried = moving::run(worker, from, &mut client, cbuf, &mut up.stream, &mut sbuf, idle).await;
         worker.bufs.give(sbuf);
     }
     let traffic = Traffic {

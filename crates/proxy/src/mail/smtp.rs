@@ -24,7 +24,10 @@ use crate::mail::dialogue::{converse, flush, next_bytes, Ctx};
 use crate::observe::record::{self, Entry, Outcome as Traffic};
 use crate::upstream::connect::{pick_and_connect, Upstream};
 use crate::upstream::decide;
-use crate::upstream::tunnel;
+use crate::upstream::tunnel::{
+    self,
+    moving::{self, Origin},
+};
 use mail::smtp::{self, Cause, ClientInfo, Event, Front, FrontConfig, Mailbox, Outcome, Replay, Reply};
 use rules::ProtoField;
 use std::net::SocketAddr;
@@ -175,8 +178,9 @@ async fn tunnel_to(
     {
         cbuf.clear();
         let mut sbuf = worker.bufs.take();
-        carried =
-            tunnel::run(client, cbuf, &mut up.stream, &mut sbuf, snap.config.timeouts.tunnel_idle).await;
+        let from = Origin { listener: ctx.listener, peer: ctx.peer, kind: "smtp", server: Some(up.server) };
+        let idle = snap.config.timeouts.tunnel_idle;
+        carried = moving::run(worker, from, client, cbuf, &mut up.stream, &mut sbuf, idle).await;
         worker.bufs.give(sbuf);
     }
     let traffic = Traffic {

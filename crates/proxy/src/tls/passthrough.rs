@@ -17,7 +17,7 @@ use crate::tls::handoff::{self, HandOff};
 use crate::upstream::connect::pick_and_connect;
 use crate::upstream::decide::{self, Decision};
 use crate::upstream::pick::push_ip;
-use crate::upstream::tunnel;
+use crate::upstream::tunnel::moving::{self, Origin};
 use config::HashKey;
 use rules::ProtoField;
 use std::net::SocketAddr;
@@ -151,7 +151,8 @@ async fn forward(
     let version = learn_session(worker, snap, &mut up.stream, ends.sbuf, up.server.id).await;
     // The ServerHello read to learn the session is still in `sbuf`: the tunnel counts it.
     let idle = snap.config.timeouts.tunnel_idle;
-    let carried = tunnel::run(ends.client, ends.cbuf, &mut up.stream, ends.sbuf, idle).await;
+    let from = Origin { listener, peer: fields.src, kind: "tls-passthrough", server: Some(up.server) };
+    let carried = moving::run(worker, from, ends.client, ends.cbuf, &mut up.stream, ends.sbuf, idle).await;
     out.bytes_in += carried.up;
     out.bytes_out = carried.down;
     version

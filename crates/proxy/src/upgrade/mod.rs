@@ -4,13 +4,18 @@
 //! old one's workers stop accepting and hand their idle plain HTTP connections over
 //! (`floor::handover`), and the new one's workers adopt them ([`adopt_loop`]) as if they
 //! had just finished a request. Connections with a request in flight move at their next
-//! request boundary; TLS-terminated keep-alive connections close when idle, and
-//! connection-level sessions (mail, TLS passthrough, tunnels) finish in the old process.
+//! request boundary; tunnels (WebSocket, TLS passthrough, mail sessions after their
+//! switch point) move paused, with both sockets and their buffered bytes
+//! (`upstream::tunnel::moving`), and go on here (`tunnels`); TLS-terminated connections
+//! finish in the old process (closed with close_notify once idle). If the new process
+//! crashes before the old one is done, the hand-over is taken back: the old workers accept
+//! again on the sockets they kept.
 //! The channel between the processes (a Unix socket, `SCM_RIGHTS`) is the binary's;
 //! the run-time state that goes along (`state`) travels on it as plain values.
 
 pub mod edits;
 pub mod state;
+mod tunnels;
 
 use crate::floor::conns::{ConnState, Slot, Watch};
 use crate::floor::handover::{move_out, Moving};
@@ -28,6 +33,8 @@ pub struct Inherited {
     pub listeners: Vec<(String, Vec<std::net::TcpListener>)>,
     /// The `[agents]` UDP socket.
     pub agents: Option<std::net::UdpSocket>,
+    /// The `[cluster]` gossip socket.
+    pub gossip: Option<std::net::UdpSocket>,
 }
 
 impl Inherited {
@@ -52,8 +59,10 @@ impl Inherited {
 /// A worker's part of the hand-over, once the new process serves: stop accepting, pass
 /// every parked connection on, and ask every connection waiting for a request to leave.
 pub(crate) fn hand_over(worker: &Worker) {
-    let Some(handover) = worker.shared.handover.get() else { return };
-    worker.shutdown.notify_waiters(); // the accept loops end; the listeners stay open there
+    let Some(handover) = worker.shared.handing_over() else { return };
+    // The accept loops stop and wait, holding their sockets, in case the new process dies
+    // and the hand-over is taken back (`Switch::take_back`); tunnels pause and move.
+    worker.shutdown.notify_waiters();
     for r in worker.parked.take_all() {
         let listener = r.listener as usize;
         match move_out(&worker.shared, handover, r) {
@@ -68,7 +77,8 @@ pub(crate) fn hand_over(worker: &Worker) {
     }
     let closed = worker.conns.hand_over_waiting();
     if closed > 0 {
-        tracing::info!(closed, "idle TLS-terminated connections closed: their sessions cannot move");
+        handover.note_tls_closed(closed as u64);
+        tracing::info!(closed, "idle connections that could not be woken closed: they cannot move");
     }
 }
 
@@ -90,6 +100,10 @@ fn adopt(worker: &Rc<Worker>, conn: Moving, spawn: SpawnHttp) {
         tracing::warn!(listener = conn.listener, peer = %conn.peer, "moved connection's listener is gone; closed");
         return;
     };
+    if let Some(tunnel) = conn.tunnel {
+        let idle = snap.config.timeouts.tunnel_idle;
+        return tunnels::adopt(worker, index, conn.stream, conn.peer, *tunnel, idle);
+    }
     let plain_http =
         snap.listeners[index].protocol == config::Protocol::Http && snap.listeners[index].tls.is_none();
     if !plain_http {
