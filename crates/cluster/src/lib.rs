@@ -7,14 +7,16 @@
 //! nodes publish to the switch through one callback. The switch and the admin API use only
 //! [`Cluster`] and [`View`]; nothing here knows the data plane.
 //!
-//! Layout: `node` (the thread, the tick: publish, observe, apply), `auth` (the sealed UDP
+//! Layout: `node` (the thread, the tick: publish, observe, apply), `admission` (cluster-wide
+//! `maxconn`: counts published, the others' summed), `auth` (the sealed UDP
 //! transport), `keys` (the gossip keys and their text; a leaf), `digest` (what a config
 //! digest covers), `view` (what operators see), `stats` (the transport's counters).
 //!
 //! Shared now: membership and liveness, config digests, agents' capacities, `STICKY_IP`
-//! entries, learned session cookies, TLS session IDs. Not yet: learned scheduler tables,
-//! admission counts.
+//! entries, learned session cookies, TLS session IDs, in-flight counts of servers with a
+//! `maxconn`.
 
+mod admission;
 mod auth;
 mod digest;
 mod keys;
@@ -22,6 +24,7 @@ mod node;
 mod stats;
 mod view;
 
+pub use admission::{Admission, InFlight};
 pub use digest::config_digest;
 pub use keys::{LearnedCookie, StickyIp, TlsSession};
 pub use node::Remote;

@@ -1,8 +1,9 @@
 //! The running member: chitchat on its own thread and single-threaded runtime (away from
 //! the workers), and a tick that publishes this node's state (config digest, beat, the
-//! capacities its agents reported), hands fresh capacities from other nodes to the switch,
-//! and refreshes the operator's [`View`].
+//! capacities its agents reported, its in-flight counts), hands fresh capacities and the
+//! others' counts to the switch, and refreshes the operator's [`View`].
 
+use crate::admission::{self, Admission, InFlight};
 use crate::auth::SealedUdp;
 use crate::keys::{self, wall_ms, LearnedCookie, StickyIp, TlsSession};
 use crate::stats::Stats;
@@ -26,6 +27,13 @@ pub trait Remote: Send + Sync {
     fn learned_cookie(&self, entry: &LearnedCookie, age: Duration);
     /// A server behind another node issued a TLS session ID (passthrough).
     fn tls_session(&self, entry: &TlsSession, age: Duration);
+    /// This node's requests in flight to each server with a `maxconn` (read every tick,
+    /// published when changed).
+    fn in_flight(&self) -> Vec<InFlight> {
+        Vec::new()
+    }
+    /// What the other live nodes hold (every tick): the switch sets its slot limits.
+    fn admission(&self, _others: &Admission) {}
 }
 
 /// Phi accrual's threshold. chitchat computes phi as silence / mean interval between
@@ -170,6 +178,7 @@ async fn drive(
 ) {
     let mut seen = Seen::default();
     let mut expiries: HashMap<String, u64> = HashMap::new();
+    let mut in_flight: HashMap<String, u32> = HashMap::new();
     let mut interval = tokio::time::interval(tick);
     loop {
         tokio::select! {
@@ -179,8 +188,11 @@ async fn drive(
         let chitchat = handle.chitchat();
         let mut c = chitchat.lock().await;
         publish(&mut c, inner, &mut expiries);
+        admission::publish(c.self_node_state(), &mut in_flight, remote.in_flight());
         let view = observe(&c, &mut seen, remote, inner);
+        let others = admit(&c);
         drop(c);
+        remote.admission(&others);
         inner.view.store(Arc::new(view));
     }
 }
@@ -209,6 +221,17 @@ fn publish(c: &mut Chitchat, inner: &Inner, expiries: &mut HashMap<String, u64>)
         state.set(keys::cap_key(server), keys::cap_value(capacity, at));
     }
     state.set(keys::BEAT, wall_ms());
+}
+
+/// The other live nodes' in-flight counts.
+fn admit(c: &Chitchat) -> Admission {
+    let me = c.self_chitchat_id();
+    let others: Vec<&ChitchatId> = c.live_nodes().filter(|id| *id != me).collect();
+    // Ties of name (a restarted node's generations) rank by generation: any fixed order
+    // every node computes alike will do.
+    let rank =
+        others.iter().filter(|id| (&id.node_id, id.generation_id) < (&me.node_id, me.generation_id)).count();
+    admission::collect(others.iter().filter_map(|id| c.node_state(id)), others.len() + 1, rank)
 }
 
 /// What this node has already taken from each other node.

@@ -39,6 +39,14 @@ pub struct ServerRt {
     pub slots: Option<Arc<Semaphore>>,
     /// `maxconn` (0 = unlimited).
     pub maxconn: u32,
+    /// Slots this node may hold now: `maxconn`, or in a cluster its share of it
+    /// ([`ServerRt::set_slot_limit`]).
+    slot_limit: AtomicU32,
+    /// Permits still out above `slot_limit` after it was lowered: each is forgotten by the
+    /// next request that gets it ([`ServerRt::settle_debt`]).
+    slot_debt: AtomicU32,
+    /// The most slots held at once since the cluster last read it ([`ServerRt::take_peak`]).
+    slots_peak: AtomicU32,
     /// Token naming this server in persistence cookies.
     pub cookie: String,
 }
@@ -80,6 +88,76 @@ impl ServerRt {
         }
     }
 
+    /// Slots this node may hold now (`maxconn` outside a cluster; 0 = unlimited).
+    pub fn slot_limit(&self) -> u32 {
+        self.slot_limit.load(Ordering::Relaxed)
+    }
+
+    /// Slots held now by this node's requests.
+    pub fn slots_held(&self) -> u32 {
+        let Some(slots) = &self.slots else { return 0 };
+        let out = self.slot_limit().saturating_add(self.slot_debt.load(Ordering::Relaxed));
+        out.saturating_sub(u32::try_from(slots.available_permits()).unwrap_or(u32::MAX))
+    }
+
+    /// Notes the slots held after one was taken (for [`ServerRt::take_peak`]).
+    pub fn note_held(&self) {
+        self.slots_peak.fetch_max(self.slots_held(), Ordering::Relaxed);
+    }
+
+    /// The most slots held at once since the last call: what the cluster publishes, so a
+    /// count read between a request's end and the next one's start does not tell the
+    /// other nodes of slots that are not really free.
+    pub fn take_peak(&self) -> u32 {
+        let now = self.slots_held();
+        self.slots_peak.swap(now, Ordering::Relaxed).max(now)
+    }
+
+    /// Sets how many slots this node may hold (cluster-wide admission: its share of
+    /// `maxconn`). Raising it pays back debt before adding permits; lowering it forgets the
+    /// free permits and records the rest as debt, settled as held ones come back. One
+    /// writer (the cluster's tick).
+    pub fn set_slot_limit(&self, limit: u32) {
+        let Some(slots) = &self.slots else { return };
+        let limit = limit.min(self.maxconn);
+        let old = self.slot_limit.swap(limit, Ordering::AcqRel);
+        if limit > old {
+            let mut add = limit - old;
+            while add > 0 {
+                let debt = self.slot_debt.load(Ordering::Acquire);
+                if debt == 0 {
+                    break;
+                }
+                let pay = debt.min(add);
+                if self
+                    .slot_debt
+                    .compare_exchange(debt, debt - pay, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+                {
+                    add -= pay;
+                }
+            }
+            slots.add_permits(add as usize);
+        } else if limit < old {
+            let cut = old - limit;
+            let forgotten = u32::try_from(slots.forget_permits(cut as usize)).unwrap_or(cut);
+            self.slot_debt.fetch_add(cut.saturating_sub(forgotten), Ordering::AcqRel);
+        }
+    }
+
+    /// Whether a permit just taken goes to pay a debt (then the caller forgets it and
+    /// waits for another).
+    pub fn settle_debt(&self) -> bool {
+        let mut debt = self.slot_debt.load(Ordering::Acquire);
+        while debt > 0 {
+            match self.slot_debt.compare_exchange(debt, debt - 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return true,
+                Err(now) => debt = now,
+            }
+        }
+        false
+    }
+
     pub(crate) fn set_state(&self, state: ServerState) {
         let code = match state {
             ServerState::Ready => 0,
@@ -115,6 +193,9 @@ pub(crate) fn new_server(s: &config::Server, joins: Option<Duration>) -> ServerR
         queued: AtomicUsize::new(0),
         slots: (s.maxconn > 0).then(|| Arc::new(Semaphore::new(s.maxconn as usize))),
         maxconn: s.maxconn,
+        slot_limit: AtomicU32::new(s.maxconn),
+        slot_debt: AtomicU32::new(0),
+        slots_peak: AtomicU32::new(0),
         cookie: s.cookie.clone(),
     };
     rt.set_state(s.state);

@@ -123,6 +123,8 @@ pub struct ServerView {
     pub queued: usize,
     /// `maxconn` (0 = unlimited).
     pub maxconn: u32,
+    /// Slots this node may hold now: `maxconn`, or in a cluster its share of it.
+    pub maxconn_here: u32,
     /// Requests sent.
     pub requests: u64,
     /// Responses by class (`1xx` … `5xx`).
@@ -294,6 +296,7 @@ fn server(g: &GroupRt, s: &ServerRt, now: u64) -> ServerView {
         active: s.active.load(Ordering::Relaxed),
         queued: s.queued.load(Ordering::Relaxed),
         maxconn: s.maxconn,
+        maxconn_here: s.slot_limit(),
         requests: live.requests.load(Ordering::Relaxed),
         responses: classes(&live.responses),
         failures: live.failures.load(Ordering::Relaxed),
