@@ -13,7 +13,8 @@
 //! digest covers), `view` (what operators see), `stats` (the transport's counters).
 //!
 //! Shared now: membership and liveness, config digests, agents' capacities, `STICKY_IP`
-//! entries, learned session cookies, TLS session IDs, in-flight counts of servers with a
+//! entries, learned session cookies, TLS session IDs, learning schedulers' assignments,
+//! in-flight counts of servers with a
 //! `maxconn`.
 
 mod admission;
@@ -26,7 +27,7 @@ mod view;
 
 pub use admission::{Admission, InFlight};
 pub use digest::config_digest;
-pub use keys::{LearnedCookie, StickyIp, TlsSession};
+pub use keys::{Learned, LearnedCookie, StickyIp, TlsSession};
 pub use node::Remote;
 pub use stats::Counts;
 pub use view::{NodeView, View};
@@ -73,6 +74,15 @@ impl Cluster {
     /// (`timeouts.tls_session`).
     pub fn publish_tls_session(&self, entry: &TlsSession, lifetime: std::time::Duration) {
         self.inner.publish_tls_session(entry, lifetime);
+    }
+
+    /// Shares assignments of a learning scheduler (`htrr`, `lard`, `lard_r`); each is
+    /// withdrawn from the gossip after `lifetime` (nodes that took it keep it in their
+    /// tables).
+    pub fn publish_assignments(&self, entries: &[Learned], lifetime: std::time::Duration) {
+        for entry in entries {
+            self.inner.publish_assignment(entry, lifetime);
+        }
     }
 
     /// Shares a new config digest (after a reload).

@@ -5,7 +5,7 @@
 
 use crate::admission::{self, Admission, InFlight};
 use crate::auth::SealedUdp;
-use crate::keys::{self, wall_ms, LearnedCookie, StickyIp, TlsSession};
+use crate::keys::{self, wall_ms, Learned, LearnedCookie, StickyIp, TlsSession};
 use crate::stats::Stats;
 use crate::view::{NodeView, View};
 use arc_swap::ArcSwap;
@@ -27,6 +27,8 @@ pub trait Remote: Send + Sync {
     fn learned_cookie(&self, entry: &LearnedCookie, age: Duration);
     /// A server behind another node issued a TLS session ID (passthrough).
     fn tls_session(&self, entry: &TlsSession, age: Duration);
+    /// A learning scheduler on another node assigned a key to a server.
+    fn learned(&self, _entry: &Learned) {}
     /// This node's requests in flight to each server with a `maxconn` (read every tick,
     /// published when changed).
     fn in_flight(&self) -> Vec<InFlight> {
@@ -92,6 +94,12 @@ impl Inner {
         let now = wall_ms();
         let value = keys::sticky_value(&entry.group, &entry.server, now);
         self.publish_withdrawn(keys::tls_key(&entry.id), value, now, lifetime);
+    }
+
+    pub(crate) fn publish_assignment(&self, entry: &Learned, lifetime: Duration) {
+        let now = wall_ms();
+        let value = format!("{} {now}", entry.server);
+        self.publish_withdrawn(keys::sched_key(&entry.group, entry.hash), value, now, lifetime);
     }
 
     /// An entry the origin deletes `lifetime` after `now`.
@@ -294,6 +302,7 @@ fn observe(c: &Chitchat, seen: &mut Seen, remote: &dyn Remote, inner: &Inner) ->
             sticky_ip: state.iter_prefix(keys::STICKY_PREFIX).count(),
             learned_cookies: state.iter_prefix(keys::LEARNED_PREFIX).count(),
             tls_sessions: state.iter_prefix(keys::TLS_PREFIX).count(),
+            assignments: state.iter_prefix(keys::SCHED_PREFIX).count(),
         });
     }
     seen.nodes.retain(|id, _| c.node_state(id).is_some());
@@ -338,6 +347,11 @@ fn track(
         for (key, value) in new(keys::LEARNED_PREFIX) {
             if let Some((cookie, at)) = keys::parse_learned(key, &value.value) {
                 remote.learned_cookie(&cookie, age(at));
+            }
+        }
+        for (key, value) in new(keys::SCHED_PREFIX) {
+            if let Some((entry, _)) = keys::parse_sched(key, &value.value) {
+                remote.learned(&entry);
             }
         }
         for (key, value) in new(keys::TLS_PREFIX) {

@@ -46,4 +46,6 @@ pub struct NodeView {
     pub learned_cookies: usize,
     /// How many TLS session IDs it shares.
     pub tls_sessions: usize,
+    /// How many learning schedulers' assignments (`htrr`, `lard`) it shares.
+    pub assignments: usize,
 }

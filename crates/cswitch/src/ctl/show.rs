@@ -43,7 +43,8 @@ pub fn cluster(v: &Value) {
     if let Some(last) = g["last_rejected"].as_str() {
         println!("last refused: {last}");
     }
-    let columns = ["NODE", "GOSSIP", "LIVE", "DIGEST", "LAG", "CAPACITIES", "STICKY_IP", "COOKIES", "TLS"];
+    let columns =
+        ["NODE", "GOSSIP", "LIVE", "DIGEST", "LAG", "CAPACITIES", "STICKY_IP", "COOKIES", "TLS", "ASSIGNED"];
     let rows = list(v, "nodes").map(cluster_row).collect();
     print!("{}", table(&columns, rows, 4));
 }
@@ -57,7 +58,9 @@ fn cluster_row(n: &Value) -> Vec<String> {
     let drift = if n["drift"] == true { " (differs)" } else { "" };
     let lag = n["lag_ms"].as_u64().map_or("-".to_string(), |ms| format!("{ms}ms"));
     let digest = format!("{}{drift}", text(&n["config_digest"]));
-    let shares = [&n["capacities"], &n["sticky_ip"], &n["learned_cookies"], &n["tls_sessions"]].map(text);
+    let shares =
+        [&n["capacities"], &n["sticky_ip"], &n["learned_cookies"], &n["tls_sessions"], &n["assignments"]]
+            .map(text);
     let mut row = vec![name, text(&n["gossip"]), live.into(), digest, lag];
     row.extend(shares);
     row

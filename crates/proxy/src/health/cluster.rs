@@ -10,7 +10,7 @@
 
 use crate::floor::live::now_ms;
 use crate::floor::shared::Shared;
-use cluster::{Admission, InFlight, LearnedCookie, StickyIp, TlsSession};
+use cluster::{Admission, InFlight, Learned, LearnedCookie, StickyIp, TlsSession};
 use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -57,6 +57,20 @@ impl cluster::Remote for Apply {
             }
         }
         counts
+    }
+
+    fn learned(&self, entry: &Learned) {
+        let Some(shared) = self.0.upgrade() else { return };
+        let snap = shared.snapshot.load();
+        let Some(group) = snap.groups.iter().find(|g| g.name == entry.group) else { return };
+        let Some(index) = group.servers.iter().position(|s| s.name == entry.server) else { return };
+        let Some(slot) = &group.shared else { return };
+        let epoch = shared.weights_epoch.load(std::sync::atomic::Ordering::Acquire);
+        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        // The index is in this snapshot's order: the scheduler must know these members.
+        crate::floor::schedulers::sync(&mut slot, group, snap.generation, epoch);
+        slot.sched.teach(entry.hash, index);
+        shared.stats.inc(crate::Counter::ClusterAssignments);
     }
 
     fn admission(&self, others: &Admission) {
