@@ -20,8 +20,12 @@ pub struct ServerRt {
     pub id: u64,
     /// Name in its group.
     pub name: String,
-    /// Address.
+    /// Where its requests and checks go: its `addr`, or on the HashNAT node it names, its
+    /// `local_addr`.
     pub addr: SocketAddr,
+    /// Its `addr` as configured: what agents' reports name it by, and what every node of a
+    /// cluster calls it.
+    pub known_as: SocketAddr,
     /// Weight (from config; the schedulers use `live.effective_weight`).
     pub weight: AtomicU32,
     /// Administrative state (from config; [`ServerRt::state`]).
@@ -171,8 +175,9 @@ impl ServerRt {
 }
 
 /// A server runtime; `joins` is the group's slow start when the server joins a running
-/// switch (it then starts at the bottom of its ramp).
-pub(crate) fn new_server(s: &config::Server, joins: Option<Duration>) -> ServerRt {
+/// switch (it then starts at the bottom of its ramp); `node` is this switch's `[cluster]
+/// node` (HashNAT's `local_addr`).
+pub(crate) fn new_server(s: &config::Server, joins: Option<Duration>, node: Option<&str>) -> ServerRt {
     let mut weight = s.weight;
     if let Some(slow_start) = joins {
         weight = ramp(s.weight, Duration::ZERO, slow_start);
@@ -184,7 +189,8 @@ pub(crate) fn new_server(s: &config::Server, joins: Option<Duration>) -> ServerR
     let rt = ServerRt {
         id: NEXT_SERVER_ID.fetch_add(1, Ordering::Relaxed),
         name: s.name.clone(),
-        addr: s.addr,
+        addr: s.connect_addr(node),
+        known_as: s.addr,
         weight: AtomicU32::new(s.weight),
         state: AtomicU8::new(0),
         leaving_since_ms: AtomicU64::new(0),

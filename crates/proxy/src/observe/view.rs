@@ -97,7 +97,7 @@ pub struct ServerView {
     pub group: String,
     /// Name.
     pub name: String,
-    /// Address.
+    /// Address as configured (its `addr`; a HashNAT node reaches its own at `local_addr`).
     pub addr: String,
     /// Administrative state: ready, drain, maint.
     pub state: &'static str,
@@ -283,7 +283,7 @@ fn server(g: &GroupRt, s: &ServerRt, now: u64) -> ServerView {
     ServerView {
         group: g.name.clone(),
         name: s.name.clone(),
-        addr: s.addr.to_string(),
+        addr: s.known_as.to_string(),
         state: s.state().name(),
         health: live.health().name(),
         last_check: live.last_check(),
