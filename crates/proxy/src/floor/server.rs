@@ -211,3 +211,46 @@ pub(crate) fn new_server(s: &config::Server, joins: Option<Duration>, node: Opti
     }
     rt
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn server(maxconn: u32) -> ServerRt {
+        let s = config::Server {
+            name: "s1".into(),
+            addr: "127.0.0.1:9".parse().unwrap(),
+            weight: 1,
+            maxconn,
+            cookie: "s1".into(),
+            state: ServerState::Ready,
+            handoff: None,
+            local_addr: None,
+        };
+        new_server(&s, None, None)
+    }
+
+    #[test]
+    fn a_lowered_limit_retires_returned_slots_and_a_raised_one_pays_the_debt_first() {
+        let s = server(4);
+        let slots = Arc::clone(s.slots.as_ref().unwrap());
+        let held: Vec<_> = (0..4).map(|_| Arc::clone(&slots).try_acquire_owned().unwrap()).collect();
+        s.set_slot_limit(2);
+        assert_eq!((s.slot_limit(), s.slots_held()), (2, 4), "held slots are not taken back");
+        // Raised before any came back: one unit of debt is cancelled, no permit added.
+        s.set_slot_limit(3);
+        assert_eq!((slots.available_permits(), s.slots_held()), (0, 4));
+        drop(held);
+        // The remaining debt (one) is paid by the next taker, who forgets its permit.
+        let first = Arc::clone(&slots).try_acquire_owned().unwrap();
+        assert!(s.settle_debt());
+        first.forget();
+        let second = Arc::clone(&slots).try_acquire_owned().unwrap();
+        assert!(!s.settle_debt(), "no debt left");
+        drop(second);
+        assert_eq!((slots.available_permits(), s.slots_held()), (3, 0));
+        s.set_slot_limit(1);
+        assert_eq!(slots.available_permits(), 1, "free permits are forgotten at once");
+    }
+}
