@@ -466,6 +466,41 @@ mod tests {
         assert!(differ.count() > 0);
     }
 
+    /// Share of 20,000 keys that change server when one of `n` capacities drops to 400,
+    /// after the capacities went from equal to uneven; incremental and canonical (printed
+    /// with `--nocapture`).
+    fn moved_on_a_capacity_change(n: usize, canonical: bool) -> f64 {
+        let params = Params { sieve_canonical: canonical, ..Params::default() };
+        let names = names(n);
+        let mut weights = vec![500; n];
+        let mut s = Sieve::new(&params);
+        s.rebuild(&members(&names, &weights));
+        weights = (0..n).map(|i| 300 + (i as u32 * 137) % 400).collect();
+        s.rebuild(&members(&names, &weights));
+        let servers = vec![up(500); n];
+        let keys: Vec<String> = (0..20_000).map(|k| format!("/k/{k}")).collect();
+        let before: Vec<_> = keys.iter().map(|k| s.pick(&servers, Some(k.as_bytes()))).collect();
+        weights[0] = 400;
+        s.rebuild(&members(&names, &weights));
+        let moved =
+            keys.iter().zip(&before).filter(|(k, b)| s.pick(&servers, Some(k.as_bytes())) != **b).count();
+        moved as f64 / keys.len() as f64
+    }
+
+    #[test]
+    fn a_canonical_table_moves_few_more_keys_on_a_capacity_change() {
+        for n in [3, 16] {
+            let (incremental, canonical) =
+                (moved_on_a_capacity_change(n, false), moved_on_a_capacity_change(n, true));
+            eprintln!(
+                "{n} servers, uneven capacities, one to 400: {:.1} % of keys moved incremental, {:.1} % canonical",
+                incremental * 100.0,
+                canonical * 100.0
+            );
+            assert!(canonical <= incremental * 3.0 + 0.02, "{canonical} vs {incremental}");
+        }
+    }
+
     #[test]
     fn modular_arithmetic_is_exact() {
         assert_eq!(reduce(u64::MAX), u64::MAX % P);
