@@ -329,13 +329,20 @@ def write_configs(d, cert, key):
 
 
 def one_run(name, row, d, seconds, cswitch):
-    proc = start(proxy_argv(name, d, row, cswitch), os.path.join(d, f"{name}-{row}.log"))
+    return measured(proxy_argv(name, d, row, cswitch), os.path.join(d, f"{name}-{row}.log"),
+                    lambda: load(row, d, seconds), seconds)
+
+
+def measured(argv, log, run_load, seconds):
+    """Starts `argv` (the proxy), runs `run_load()` (→ (completed, errors)) once it listens,
+    stops it: (completed per second, the proxy's CPU µs per completion, errors)."""
+    proc = start(argv, log)
     try:
         if not wait_port(PORT):
-            raise SystemExit(f"{name} did not listen for {row}: see {d}/{name}-{row}.log")
+            raise SystemExit(f"{argv[0]} did not listen: see {log}")
         time.sleep(0.3)
         before = cpu_seconds(proc)
-        done, errors = load(row, d, seconds)
+        done, errors = run_load()
         cpu = cpu_seconds(proc) - before
         return done / seconds, (cpu / done * 1e6 if done else float("nan")), errors
     finally:

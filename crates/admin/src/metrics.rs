@@ -476,6 +476,21 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
         H2ConnectionErrors => {
             ("cswitch_h2_connection_errors", "HTTP/2 client connections ended by a connection error", None)
         }
+        H2ServerConnections => (
+            "cswitch_h2_server_connections",
+            "HTTP/2 connections opened to servers (server_protocol = h2)",
+            None,
+        ),
+        H2MemoryLimit => (
+            "cswitch_h2_memory_limit",
+            "HTTP/2 streams refused because their connection held limits.h2_connection_bytes",
+            None,
+        ),
+        GrpcStatusAnswers => (
+            "cswitch_grpc_status_answers",
+            "gRPC calls answered with a gRPC status made from an HTTP status",
+            None,
+        ),
         // The refusals (`Counter::is_refusal`): per listener, in `encode_listeners`.
         RefusedConnLimit | BadRequest | HeadTooLarge | BodyTooLarge | NotImplemented | BadVersion
         | HeadTimeout | ClientTimeout | QueueFull | QueueTimeout | NoServer | BadResponse | ServerAborted

@@ -22,7 +22,9 @@ pub(crate) async fn handle(ctx: &Arc<Ctx>, req: &Request) -> Response {
         | ["api", "status" | "groups" | "stick-tables" | "rules" | "history" | "cluster"] => &["GET"],
         ["api", "servers"] => &["GET", "POST"],
         ["api", "servers", _, _] => &["PATCH", "DELETE"],
-        ["api", "reload" | "reopen" | "explain" | "upgrade"] => &["POST"],
+        ["api", "reload" | "reopen" | "explain" | "upgrade"] | ["api", "cluster", "drain" | "ready"] => {
+            &["POST"]
+        }
         _ => return Response::error(404, format!("no such path: /{}", segments.join("/"))),
     };
     if !allowed.contains(&method) {
@@ -49,6 +51,8 @@ pub(crate) async fn handle(ctx: &Arc<Ctx>, req: &Request) -> Response {
         ("POST", ["api", "reopen"]) => reopen(ctx),
         ("POST", ["api", "upgrade"]) => upgrade(ctx).await,
         ("POST", ["api", "explain"]) => explain(ctx, req),
+        ("POST", ["api", "cluster", "drain"]) => cluster_serving(ctx, cluster::Serving::Draining),
+        ("POST", ["api", "cluster", "ready"]) => cluster_serving(ctx, cluster::Serving::Ready),
         _ => Response::error(500, "route table and handlers disagree"),
     }
 }
@@ -75,6 +79,17 @@ fn cluster(ctx: &Ctx) -> Response {
     let mut json = serde_json::to_value(&*view).unwrap_or_default();
     json["enabled"] = true.into();
     Response::json(200, &json)
+}
+
+/// `POST /api/cluster/drain` and `/api/cluster/ready`: whether the cluster's L4 tier sends
+/// this node new flows (a drained node's open connections finish).
+fn cluster_serving(ctx: &Ctx, serving: cluster::Serving) -> Response {
+    match ctx.switch.set_cluster_serving(serving) {
+        Some(now) => Response::json(200, &serde_json::json!({ "serving": now.as_str() })),
+        None => {
+            Response::error(409, "this switch takes no flows from an L4 tier (no [cluster], or no listener)")
+        }
+    }
 }
 
 fn reopen(ctx: &Ctx) -> Response {

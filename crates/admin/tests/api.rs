@@ -63,6 +63,11 @@ async fn unknown_paths_wrong_methods_and_the_page() {
         let wrong = rig.call("GET", "/api/servers/web/s1", "").await;
         assert_eq!((wrong.status, wrong.response.header("Allow")), (405, Some("PATCH, DELETE")));
         assert_eq!(rig.call("GET", "/api/reload", "").await.status, 405);
+        assert_eq!(rig.call("GET", "/api/cluster/drain", "").await.status, 405);
+        // Draining out of an L4 tier needs a cluster to drain from.
+        let alone = rig.call("POST", "/api/cluster/drain", "").await;
+        assert_eq!(alone.status, 409, "{}", alone.text());
+        assert!(alone.error().contains("no [cluster]"), "{}", alone.error());
         for r in [&missing, &wrong] {
             assert_eq!(r.response.header("Content-Type"), Some("application/json"));
             assert_eq!(r.response.header("Connection"), Some("close"));

@@ -10,25 +10,33 @@
 //! Layout: `node` (the thread, the tick: publish, observe, apply), `admission` (cluster-wide
 //! `maxconn`: counts published, the others' summed), `auth` (the sealed UDP
 //! transport), `keys` (the gossip keys and their text; a leaf), `digest` (what a config
-//! digest covers), `view` (what operators see), `stats` (the transport's counters).
+//! digest covers), `view` (what operators see), `stats` (the transport's counters),
+//! `serving` (whether this node takes new flows: ready or draining), `l4` (the kernel L4
+//! tier a node with `[cluster.l4]` programs from the membership; `l4/nft` its table,
+//! `l4/host` what a host lacks to run it).
 //!
 //! Shared now: membership and liveness, config digests, agents' capacities, `STICKY_IP`
 //! entries, learned session cookies, TLS session IDs, learning schedulers' assignments,
-//! in-flight counts of servers with a
-//! `maxconn`.
+//! in-flight counts of servers with a `maxconn`, whether each node takes flows from the L4
+//! tier (`serve`) and, from a node running the tier, the nodes its kernel sends flows to.
 
 mod admission;
 mod auth;
 mod digest;
 mod keys;
+mod l4;
 mod node;
+mod serving;
 mod stats;
 mod view;
 
 pub use admission::{Admission, InFlight};
 pub use digest::config_digest;
 pub use keys::{Learned, LearnedCookie, StickyIp, TlsSession};
+pub use l4::host::{missing as l4_missing, Lack};
+pub use l4::L4View;
 pub use node::Remote;
+pub use serving::Serving;
 pub use stats::Counts;
 pub use view::{NodeView, View};
 
@@ -85,14 +93,54 @@ impl Cluster {
         }
     }
 
+    /// Says whether the L4 tier may send this node new flows: [`Serving::Ready`] once its
+    /// listeners are bound, [`Serving::Draining`] to take no new flow while open ones
+    /// finish. Published at the next tick (within 100 ms).
+    pub fn set_serving(&self, serving: Serving) {
+        self.inner.serving.set(serving);
+    }
+
+    /// Before a clean stop: drains this node and waits (at most `limit`) until no live L4
+    /// tier sends it new flows any more, so stopping loses no connection. True when none
+    /// does (or this node takes no flows); false when `limit` passed first.
+    pub fn leave_l4_tier(&self, limit: std::time::Duration) -> bool {
+        if self.serving().is_none() {
+            return true;
+        }
+        self.set_serving(Serving::Draining);
+        let start = std::time::Instant::now();
+        loop {
+            let view = self.inner.view();
+            let me = view.node.as_str();
+            let sends_me = |n: &NodeView| n.runs_l4 && n.live && n.l4_targets.iter().any(|t| t == me);
+            if !view.nodes.iter().any(sends_me) {
+                return true;
+            }
+            if start.elapsed() >= limit {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// This node's serving state (`None` until set).
+    pub fn serving(&self) -> Option<Serving> {
+        self.inner.serving.get()
+    }
+
     /// Shares a new config digest (after a reload).
     pub fn publish_digest(&self, digest: String) {
         self.inner.publish_digest(digest);
     }
 
-    /// The cluster as this node sees it now (refreshed every tick).
+    /// The cluster as this node sees it now (refreshed every tick; the L4 tier's part as
+    /// the kernel has it this moment).
     pub fn view(&self) -> Arc<View> {
-        self.inner.view()
+        let view = self.inner.view();
+        match &self.inner.l4 {
+            Some(tier) => Arc::new(View { l4: Some(tier.view()), ..(*view).clone() }),
+            None => view,
+        }
     }
 
     /// Leaves gossip and waits for the thread; other nodes then see this one die.
@@ -102,6 +150,9 @@ impl Cluster {
         }
         if let Some(thread) = self.thread.lock().ok().and_then(|mut t| t.take()) {
             let _ = thread.join();
+        }
+        if let Some(tier) = &self.inner.l4 {
+            tier.stop();
         }
     }
 }

@@ -6,6 +6,7 @@
 use crate::admission::{self, Admission, InFlight};
 use crate::auth::SealedUdp;
 use crate::keys::{self, wall_ms, Learned, LearnedCookie, StickyIp, TlsSession};
+use crate::serving::{self, Serving};
 use crate::stats::Stats;
 use crate::view::{NodeView, View};
 use arc_swap::ArcSwap;
@@ -60,6 +61,10 @@ pub(crate) struct Inner {
     pending: Mutex<Pending>,
     view: ArcSwap<View>,
     pub(crate) stats: Arc<Stats>,
+    /// Whether this node takes flows from the L4 tier (`serve`).
+    pub(crate) serving: serving::Own,
+    /// The L4 tier, on a node with `[cluster.l4]`.
+    pub(crate) l4: Option<crate::l4::Tier>,
 }
 
 impl Inner {
@@ -128,11 +133,14 @@ pub(crate) fn spawn(
     remote: Box<dyn Remote>,
 ) -> std::io::Result<(Arc<Inner>, oneshot::Sender<()>, std::thread::JoinHandle<()>)> {
     let stats = Arc::new(Stats::default());
+    let l4 = cfg.l4.as_ref().map(crate::l4::Tier::start).transpose()?;
     let view = View { node: cfg.node.clone(), config_digest: digest.clone(), ..View::default() };
     let inner = Arc::new(Inner {
         pending: Mutex::new(Pending { digest: Some(digest), ..Pending::default() }),
         view: ArcSwap::from_pointee(view),
         stats: Arc::clone(&stats),
+        serving: serving::Own::default(),
+        l4,
     });
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let transport = SealedUdp::new(cfg.key.as_deref(), stats);
@@ -197,10 +205,14 @@ async fn drive(
         let mut c = chitchat.lock().await;
         publish(&mut c, inner, &mut expiries);
         admission::publish(c.self_node_state(), &mut in_flight, remote.in_flight());
-        let view = observe(&c, &mut seen, remote, inner);
+        let mut view = observe(&c, &mut seen, remote, inner);
         let others = admit(&c);
         drop(c);
         remote.admission(&others);
+        if let Some(tier) = &inner.l4 {
+            tier.offer(crate::l4::plan(tier.cfg(), &view.nodes));
+            view.l4 = Some(tier.view());
+        }
         inner.view.store(Arc::new(view));
     }
 }
@@ -227,6 +239,13 @@ fn publish(c: &mut Chitchat, inner: &Inner, expiries: &mut HashMap<String, u64>)
     }
     for (server, (capacity, at)) in pending.capacities {
         state.set(keys::cap_key(server), keys::cap_value(capacity, at));
+    }
+    if let Some(serving) = inner.serving.get() {
+        state.set(serving::SERVE, serving.as_str());
+    }
+    if let Some(tier) = &inner.l4 {
+        state.set(serving::TIER, "l4");
+        state.set(serving::L4_TARGETS, tier.view().targets.join(","));
     }
     state.set(keys::BEAT, wall_ms());
 }
@@ -280,6 +299,11 @@ fn observe(c: &Chitchat, seen: &mut Seen, remote: &dyn Remote, inner: &Inner) ->
     let me = c.self_chitchat_id().clone();
     let live: Vec<&ChitchatId> = c.live_nodes().collect();
     let my_digest = c.node_state(&me).and_then(|s| s.get(keys::DIGEST)).unwrap_or_default().to_string();
+    // A node that only runs the L4 tier has no routing config: its digest differs from the
+    // others' without drift.
+    let tier_only =
+        |state: &NodeState| state.get(serving::TIER).is_some() && state.get(serving::SERVE).is_none();
+    let i_am_tier_only = inner.l4.is_some() && inner.serving.get().is_none();
     let mut nodes = Vec::new();
     for (id, state) in c.node_states() {
         let is_self = *id == me;
@@ -289,13 +313,18 @@ fn observe(c: &Chitchat, seen: &mut Seen, remote: &dyn Remote, inner: &Inner) ->
         }
         let lag_ms = if is_self { None } else { track(seen, id, state, is_live, remote) };
         let digest = state.get(keys::DIGEST).map(str::to_string);
+        let serving = state.get(serving::SERVE).and_then(Serving::parse);
         nodes.push(NodeView {
             name: id.node_id.to_string(),
             gossip: id.gossip_advertise_addr,
             generation: id.generation_id,
             is_self,
             live: is_live,
-            drift: digest.as_deref().is_some_and(|d| d != my_digest),
+            drift: !i_am_tier_only && !tier_only(state) && digest.as_deref().is_some_and(|d| d != my_digest),
+            runs_l4: state.get(serving::TIER).is_some(),
+            l4_targets: state.get(serving::L4_TARGETS).map_or_else(Vec::new, |t| {
+                t.split(',').filter(|n| !n.is_empty()).map(str::to_string).collect()
+            }),
             config_digest: digest,
             lag_ms,
             capacities: state.iter_prefix(keys::CAP_PREFIX).count(),
@@ -303,12 +332,19 @@ fn observe(c: &Chitchat, seen: &mut Seen, remote: &dyn Remote, inner: &Inner) ->
             learned_cookies: state.iter_prefix(keys::LEARNED_PREFIX).count(),
             tls_sessions: state.iter_prefix(keys::TLS_PREFIX).count(),
             assignments: state.iter_prefix(keys::SCHED_PREFIX).count(),
+            serving,
         });
     }
     seen.nodes.retain(|id, _| c.node_state(id).is_some());
     seen.live.retain(|id, _| c.node_state(id).is_some());
     nodes.sort_by(|a, b| (&a.name, a.generation).cmp(&(&b.name, b.generation)));
-    View { node: me.node_id.to_string(), config_digest: my_digest, nodes, gossip: inner.stats.counts() }
+    View {
+        node: me.node_id.to_string(),
+        config_digest: my_digest,
+        nodes,
+        gossip: inner.stats.counts(),
+        l4: None,
+    }
 }
 
 /// Applies a remote node's new capacities (when it is live); returns its lag.

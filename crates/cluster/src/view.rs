@@ -2,6 +2,8 @@
 //! node this one knows, live or dead, with the config digest it runs and how fresh its
 //! state is here.
 
+use crate::l4::L4View;
+use crate::serving::Serving;
 use crate::stats::Counts;
 use std::net::SocketAddr;
 
@@ -16,6 +18,8 @@ pub struct View {
     pub nodes: Vec<NodeView>,
     /// The gossip transport's counters.
     pub gossip: Counts,
+    /// The L4 tier this node programs (`[cluster.l4]`), if it does.
+    pub l4: Option<L4View>,
 }
 
 /// One node.
@@ -48,4 +52,10 @@ pub struct NodeView {
     pub tls_sessions: usize,
     /// How many learning schedulers' assignments (`htrr`, `lard`) it shares.
     pub assignments: usize,
+    /// Whether the L4 tier may send it new flows (`None`: it serves no listener).
+    pub serving: Option<Serving>,
+    /// Whether it runs the L4 tier (`[cluster.l4]`).
+    pub runs_l4: bool,
+    /// If it runs the tier: the nodes its kernel sends new flows to.
+    pub l4_targets: Vec<String>,
 }

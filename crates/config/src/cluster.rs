@@ -1,6 +1,7 @@
 //! `[cluster]` (issue 13): this node's name, where it gossips, the peers it joins through,
 //! and the key every gossip datagram is authenticated with. A gossip address reachable from
-//! other hosts without a key is refused, as the admin API's token is.
+//! other hosts without a key is refused, as the admin API's token is. `[cluster.l4]` is read
+//! by `cluster_l4`.
 
 use crate::diag::Sink;
 use crate::keys::{home_of, CLUSTER_KEYS};
@@ -19,7 +20,8 @@ pub(crate) fn section(root: &Table, sink: &mut Sink, base: &Path) -> Option<Clus
     let seeds = seeds(&t, sink);
     let key = crate::endpoints::read_secret(&t, sink, base, "cluster gossip", ["key", "key_file"]);
     let gossip_interval = t.duration_or(sink, "gossip_interval", Duration::from_millis(100), false);
-    let (node, bind, seeds, key) = (node?, bind?, seeds?, key?);
+    let l4 = crate::cluster_l4::section(&t, sink);
+    let (node, bind, seeds, key, l4) = (node?, bind?, seeds?, key?, l4.ok()?);
     if key.is_none() && !bind.value.ip().is_loopback() {
         let message =
             format!("cluster gossip on {} is reachable from other hosts but has no key", bind.value);
@@ -27,7 +29,7 @@ pub(crate) fn section(root: &Table, sink: &mut Sink, base: &Path) -> Option<Clus
         sink.error(&bind.span, &bind.key, message, hint);
         return None;
     }
-    Some(Cluster { node, bind: bind.value, seeds, key, gossip_interval })
+    Some(Cluster { node, bind: bind.value, seeds, key, gossip_interval, l4 })
 }
 
 /// `node`: 1 to 64 letters, digits, `-`, `_` or `.`, unique in the cluster.

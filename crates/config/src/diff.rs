@@ -217,13 +217,14 @@ fn balancing_keys(old: &Group, new: &Group) -> Vec<&'static str> {
     if old.persistence != new.persistence {
         keys.push("persistence");
     }
-    let pairs: [(&'static str, bool); 6] = [
+    let pairs: [(&'static str, bool); 7] = [
         ("health", old.health != new.health),
         ("passive", old.passive != new.passive),
         ("slow_start", old.slow_start != new.slow_start),
         ("drain_timeout", old.drain_timeout != new.drain_timeout),
         ("weights", old.weights != new.weights),
         ("reuse", old.reuse != new.reuse),
+        ("server_protocol", old.server_protocol != new.server_protocol),
     ];
     keys.extend(pairs.iter().filter(|(_, changed)| *changed).map(|(key, _)| *key));
     keys
@@ -358,6 +359,7 @@ fn limits_fields(a: &Limits, b: &Limits) -> Vec<String> {
     field(o, "buffer_bytes", a.buffer_bytes, b.buffer_bytes);
     field(o, "rule_body_bytes", a.rule_body_bytes, b.rule_body_bytes);
     field(o, "h2_max_concurrent_streams", a.h2_max_concurrent_streams, b.h2_max_concurrent_streams);
+    field(o, "h2_connection_bytes", a.h2_connection_bytes, b.h2_connection_bytes);
     out
 }
 

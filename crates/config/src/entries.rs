@@ -78,6 +78,7 @@ struct GroupOps {
     drain_timeout: std::time::Duration,
     weights: crate::WeightSource,
     reuse: crate::Reuse,
+    server_protocol: crate::ServerProtocol,
 }
 
 impl GroupDraft {
@@ -96,6 +97,7 @@ impl GroupDraft {
             drain_timeout: self.ops.drain_timeout,
             weights: self.ops.weights,
             reuse: self.ops.reuse,
+            server_protocol: self.ops.server_protocol,
             servers: servers?,
         })
     }
@@ -294,6 +296,7 @@ pub(crate) fn group(t: &Table, sink: &mut Sink) -> GroupDraft {
             drain_timeout: t.duration_or(sink, "drain_timeout", std::time::Duration::from_secs(300), false),
             weights: health::weights(t, sink),
             reuse: reuse(t, sink),
+            server_protocol: server_protocol(t, sink),
         },
         servers,
     }
@@ -307,6 +310,20 @@ fn reuse(t: &Table, sink: &mut Sink) -> crate::Reuse {
             format!("unknown reuse policy `{}`; valid: {}", r.value, crate::Reuse::NAMES.join(", "));
         sink.error(&r.span, &r.key, message, suggest::hint(r.value, crate::Reuse::NAMES.iter().copied()));
         crate::Reuse::default()
+    })
+}
+
+/// The protocol spoken to a group's servers (default HTTP/1.1).
+fn server_protocol(t: &Table, sink: &mut Sink) -> crate::ServerProtocol {
+    let Some(p) = t.string(sink, "server_protocol") else { return crate::ServerProtocol::default() };
+    crate::ServerProtocol::from_name(p.value).unwrap_or_else(|| {
+        let valid = crate::ServerProtocol::NAMES.join(", ");
+        let message = format!("unknown server_protocol `{}`; valid: {valid}", p.value);
+        let hint = suggest::hint(p.value, crate::ServerProtocol::NAMES.iter().copied()).or_else(|| {
+            Some("write `server_protocol = \"h2\"` (HTTP/2 to the servers) or leave it out (HTTP/1.1)".into())
+        });
+        sink.error(&p.span, &p.key, message, hint);
+        crate::ServerProtocol::default()
     })
 }
 

@@ -27,6 +27,7 @@ pub(crate) const LIMITS_KEYS: &[&str] = &[
     "buffer_bytes",
     "rule_body_bytes",
     "h2_max_concurrent_streams",
+    "h2_connection_bytes",
 ];
 pub(crate) const TIMEOUTS_KEYS: &[&str] = &[
     "client_head",
@@ -78,6 +79,7 @@ pub(crate) const GROUP_KEYS: &[&str] = &[
     "drain_timeout",
     "weights",
     "reuse",
+    "server_protocol",
 ];
 pub(crate) const SERVER_KEYS: &[&str] =
     &["name", "addr", "weight", "maxconn", "cookie", "state", "agent", "mac", "local_addr"];
@@ -118,13 +120,15 @@ pub(crate) const ADMIN_KEYS: &[&str] = &["bind", "token", "token_file"];
 pub(crate) const AGENTS_KEYS: &[&str] = &["bind", "token", "token_file", "silent_after"];
 pub(crate) const ONEWAY_KEYS: &[&str] =
     &["interface", "token", "token_file", "handoff_timeout", "flow_timeout", "table"];
-pub(crate) const CLUSTER_KEYS: &[&str] = &["node", "bind", "seeds", "key", "key_file", "gossip_interval"];
+pub(crate) const CLUSTER_KEYS: &[&str] =
+    &["node", "bind", "seeds", "key", "key_file", "gossip_interval", "l4"];
+pub(crate) const CLUSTER_L4_KEYS: &[&str] = &["vip", "ports", "nodes", "table"];
 /// One entry of a listener's `tls`.
 pub(crate) const CERT_KEYS: &[&str] = &["cert", "key"];
 
 /// For an unknown key: the section where a key of that name lives, if any.
 pub(crate) fn home_of(key: &str) -> Option<String> {
-    let homes: [(&str, &[&str]); 14] = [
+    let homes: [(&str, &[&str]); 15] = [
         ("[global]", GLOBAL_KEYS),
         ("[access_log]", ACCESS_LOG_KEYS),
         ("[limits]", LIMITS_KEYS),
@@ -139,6 +143,7 @@ pub(crate) fn home_of(key: &str) -> Option<String> {
         ("[agents]", AGENTS_KEYS),
         ("[oneway]", ONEWAY_KEYS),
         ("[cluster]", CLUSTER_KEYS),
+        ("[cluster.l4]", CLUSTER_L4_KEYS),
     ];
     let (home, _) = homes.iter().find(|(_, keys)| keys.contains(&key))?;
     Some(format!("`{key}` belongs in {home}"))

@@ -18,7 +18,8 @@
 //! - `sections`: the single tables `[global]`, `[limits]`, `[timeouts]`; `access_log`:
 //!   `[access_log]` (format, fields, file or syslog).
 //! - `endpoints`: `[admin]` and `[agents]` (a bind and a token each); `cluster`:
-//!   `[cluster]` (node name, gossip bind, seeds, key).
+//!   `[cluster]` (node name, gossip bind, seeds, key); `cluster_l4`: `[cluster.l4]` (the
+//!   kernel L4 tier's VIP, ports, nodes and table).
 //! - `oneway`: `[oneway]`, a listener's `mode`, a server's `agent` and `mac`, and the checks
 //!   across them.
 //! - `balancing`: a group's scheduler keys and persistence, a listener's connection
@@ -44,6 +45,7 @@ mod balancing;
 mod certs;
 mod checks;
 mod cluster;
+mod cluster_l4;
 mod diag;
 mod diff;
 mod duration;

@@ -62,8 +62,10 @@ fn walk(root: &Table, sink: &mut Sink, path: &Path) -> (Config, Refs) {
     let (access_log, access_log_path) = crate::access_log::read(root, sink, base);
     let limits = sections::limits(root, sink);
     let timeouts = sections::timeouts(root, sink);
-    let listeners = listeners(root, sink, base);
-    let groups = groups(root, sink);
+    // A node that only runs the L4 tier (`[cluster.l4]`) may have no listener and no group.
+    let l4_only = root.section_quiet("cluster").is_some_and(|c| c.has("l4"));
+    let listeners = listeners(root, sink, base, l4_only);
+    let groups = groups(root, sink, l4_only);
     let admin = endpoints::admin(root, sink, base);
     let agents = endpoints::agents(root, sink, base);
     let oneway = crate::oneway::section(root, sink, base);
@@ -75,6 +77,11 @@ fn walk(root: &Table, sink: &mut Sink, path: &Path) -> (Config, Refs) {
     refs.oneway = oneway.as_ref().map(|o| refs::Written {
         value: o.value.interface.clone(),
         place: sink.place(&o.span, "oneway.interface"),
+    });
+    refs.cluster_l4 = cluster.as_ref().and_then(|c| c.l4.as_ref()).map(|l4| {
+        let l4_table = root.section_quiet("cluster").and_then(|c| c.section_quiet("l4"));
+        let span = l4_table.and_then(|t| t.value_span("vip"));
+        refs::Written { value: l4.table.clone(), place: sink.place(&span, "cluster.l4.vip") }
     });
     let config = Config {
         source: path.to_path_buf(),
@@ -104,11 +111,11 @@ fn local_addrs_need_a_cluster(groups: &[GroupDraft], cluster: bool, sink: &mut S
     }
 }
 
-fn listeners(root: &Table, sink: &mut Sink, base: &Path) -> Vec<ListenerDraft> {
+fn listeners(root: &Table, sink: &mut Sink, base: &Path, optional: bool) -> Vec<ListenerDraft> {
     let shape = "write each listener as a [[listener]] section (two brackets)";
     let tables = root.entries(sink, "listener", shape);
     let drafts: Vec<ListenerDraft> = tables.iter().map(|t| entries::listener(t, sink, base)).collect();
-    if !root.has("listener") || root.is_empty_array("listener") {
+    if !optional && (!root.has("listener") || root.is_empty_array("listener")) {
         let span = root.value_span("listener");
         let hint = "add [[listener]] with name, bind and default_group, e.g. bind = \"127.0.0.1:8080\"";
         sink.error(&span, "listener", "no [[listener]]: at least one is needed", Some(hint.into()));
@@ -116,11 +123,11 @@ fn listeners(root: &Table, sink: &mut Sink, base: &Path) -> Vec<ListenerDraft> {
     drafts
 }
 
-fn groups(root: &Table, sink: &mut Sink) -> Vec<GroupDraft> {
+fn groups(root: &Table, sink: &mut Sink, optional: bool) -> Vec<GroupDraft> {
     let shape = "write each group as a [[group]] section (two brackets)";
     let tables = root.entries(sink, "group", shape);
     let drafts: Vec<GroupDraft> = tables.iter().map(|t| entries::group(t, sink)).collect();
-    if !root.has("group") || root.is_empty_array("group") {
+    if !optional && (!root.has("group") || root.is_empty_array("group")) {
         let span = root.value_span("group");
         let hint = "add [[group]] with name and servers = [ { name = \"s1\", addr = \"127.0.0.1:9001\" } ]";
         sink.error(&span, "group", "no [[group]]: at least one is needed", Some(hint.into()));

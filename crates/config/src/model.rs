@@ -19,9 +19,9 @@ pub struct Config {
     pub limits: Limits,
     /// `[timeouts]`
     pub timeouts: Timeouts,
-    /// `[[listener]]`, at least one.
+    /// `[[listener]]`, at least one (none needed on a node with `[cluster.l4]`).
     pub listeners: Vec<Listener>,
-    /// `[[group]]`, at least one; names unique.
+    /// `[[group]]`, at least one (none needed with `[cluster.l4]`); names unique.
     pub groups: Vec<Group>,
     /// `[admin]`: the admin listener (API, metrics, stats page); `None` = off.
     pub admin: Option<Admin>,
@@ -48,6 +48,23 @@ pub struct Cluster {
     pub key: Option<String>,
     /// How often this node gossips with a few peers (default 100ms).
     pub gossip_interval: Duration,
+    /// `[cluster.l4]`: this node programs the kernel L4 tier in front of the nodes;
+    /// `None` = it does not.
+    pub l4: Option<ClusterL4>,
+}
+
+/// `[cluster.l4]`: the kernel L4 tier this node programs from the live membership
+/// (nftables DNAT, ADR 0013).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterL4 {
+    /// The address clients connect to (IPv4), on this host or routed to it.
+    pub vip: std::net::Ipv4Addr,
+    /// The VIP's TCP ports; each flow goes to a node's gossip address at the same port.
+    pub ports: Vec<u16>,
+    /// The nodes (by name) that may take flows; empty = every node that serves.
+    pub nodes: Vec<String>,
+    /// The nftables table (family ip) the tier owns (default `cswitch_l4`).
+    pub table: String,
 }
 
 /// `[oneway]`: how the switch hands connections to the servers' agents (issue 12).
@@ -335,6 +352,9 @@ pub struct Limits {
     /// Streams an HTTP/2 client may have open at once (default 100, as HAProxy's
     /// `tune.h2.max-concurrent-streams` and nginx's `http2_max_concurrent_streams`).
     pub h2_max_concurrent_streams: usize,
+    /// What one HTTP/2 client connection may make the switch hold: its streams' header
+    /// blocks and the bytes on their way through (default 4 MiB).
+    pub h2_connection_bytes: usize,
 }
 
 /// `[timeouts]`; written in the file as "500ms", "10s", "5m", "1h".
@@ -577,6 +597,8 @@ pub struct Group {
     pub weights: WeightSource,
     /// Which requests may ride a pooled server connection (default safe).
     pub reuse: Reuse,
+    /// The protocol spoken to the servers (default HTTP/1.1; `h2` for gRPC).
+    pub server_protocol: ServerProtocol,
     /// At least one; names unique within the group.
     pub servers: Vec<Server>,
 }
@@ -768,6 +790,31 @@ impl Reuse {
             "safe" => Some(Reuse::Safe),
             "always" => Some(Reuse::Always),
             "never" => Some(Reuse::Never),
+            _ => None,
+        }
+    }
+}
+
+/// The protocol a group's servers are spoken to in (`server_protocol`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ServerProtocol {
+    /// HTTP/1.1, over pooled connections (default).
+    #[default]
+    Http1,
+    /// HTTP/2 with prior knowledge (h2c: servers are reached in clear text), streams
+    /// multiplexed over one connection per server and worker.
+    H2,
+}
+
+impl ServerProtocol {
+    /// Config names.
+    pub const NAMES: [&'static str; 2] = ["http/1.1", "h2"];
+
+    /// The protocol named `name`.
+    pub fn from_name(name: &str) -> Option<ServerProtocol> {
+        match name {
+            "http/1.1" => Some(ServerProtocol::Http1),
+            "h2" => Some(ServerProtocol::H2),
             _ => None,
         }
     }

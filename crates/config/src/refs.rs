@@ -66,6 +66,9 @@ pub struct Refs {
     /// `[oneway] interface`, when one-way is configured: the host must have that interface,
     /// `CAP_NET_ADMIN` and the kernel features hand-offs need (`cswitch check` reports there).
     pub oneway: Option<Written<String>>,
+    /// `[cluster.l4]`, when this node runs the L4 tier (its table's name, at `vip`): the host
+    /// must have `nft` and forward IPv4 (`cswitch check` reports there).
+    pub cluster_l4: Option<Written<String>>,
 }
 
 /// A value of the config and where it is written.
@@ -119,5 +122,5 @@ pub(crate) fn collect(
             pairs.map(move |p| TlsRef { listener: listener_name(l), cert: file(&p.cert), key: file(&p.key) })
         })
         .collect();
-    Refs { groups: names, rules, tls, access_log: access_log.map(file), oneway: None }
+    Refs { groups: names, rules, tls, access_log: access_log.map(file), oneway: None, cluster_l4: None }
 }

@@ -46,6 +46,7 @@ pub(crate) fn limits(root: &Table, sink: &mut Sink) -> Limits {
         buffer_bytes: int("buffer_bytes", d.buffer_bytes, 1024, 16 * MIB),
         rule_body_bytes: int("rule_body_bytes", d.rule_body_bytes, 0, 64 * MIB),
         h2_max_concurrent_streams: int("h2_max_concurrent_streams", d.h2_max_concurrent_streams, 1, 10_000),
+        h2_connection_bytes: int("h2_connection_bytes", d.h2_connection_bytes, 64 * 1024, 1 << 30),
     }
 }
 
@@ -61,6 +62,7 @@ fn default_limits() -> Limits {
         buffer_bytes: 16_384,
         rule_body_bytes: 1 << 20,
         h2_max_concurrent_streams: 100,
+        h2_connection_bytes: 4 << 20,
     }
 }
 

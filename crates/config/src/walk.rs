@@ -198,6 +198,20 @@ impl<'d> Table<'d> {
         strings
     }
 
+    /// An array of TCP/UDP ports (1–65535), or `None` when absent or (reported) not one.
+    pub(crate) fn ports(&self, sink: &mut Sink, key: &str) -> Option<Vec<u16>> {
+        let item = self.get(key)?;
+        let ports = item.as_array().and_then(|a| {
+            a.iter().map(|v| v.as_integer().and_then(|n| u16::try_from(n).ok()).filter(|p| *p > 0)).collect()
+        });
+        if ports.is_none() {
+            let message = format!("`{key}` must be an array of ports (1 to 65535), found {}", found(item));
+            let hint = Some(format!("write {key} = [80, 443]"));
+            sink.error(&self.value_span(key), &self.key_path(key), message, hint);
+        }
+        ports
+    }
+
     /// The sub-table `key` (`[key]` or `key = { … }`), or `None` when absent or not a table.
     pub(crate) fn section(&self, sink: &mut Sink, key: &str) -> Option<Table<'d>> {
         let item = self.get(key)?;

@@ -38,6 +38,7 @@ fn a_loopback_node_needs_no_key_and_gets_the_defaults() {
         seeds: vec![],
         key: None,
         gossip_interval: Duration::from_millis(100),
+        l4: None,
     };
     assert_eq!(c.cluster, Some(expected));
     assert_eq!(config("").cluster, None);
@@ -130,4 +131,51 @@ fn local_addr_without_a_cluster_is_refused_where_it_is_written() {
     assert_eq!(d.len(), 2, "{}", Diagnostics(d.clone()));
     assert_eq!((d[0].line, d[0].col, d[0].key.as_str()), (9, 56, "group[0].servers[0].local_addr"));
     assert!(d[0].hint.as_deref().unwrap_or("").contains("add [cluster]"), "{:?}", d[0].hint);
+}
+
+const NODE: &str = "[cluster]\nnode = \"l4\"\nbind = \"127.0.0.1:7946\"\n";
+
+#[test]
+fn the_l4_tier_is_read_with_its_defaults() {
+    let c =
+        config(&format!("{NODE}[cluster.l4]\nvip = \"192.0.2.10\"\nports = [80, 443]\n")).cluster.unwrap();
+    let l4 = c.l4.unwrap();
+    assert_eq!(l4.vip, std::net::Ipv4Addr::new(192, 0, 2, 10));
+    assert_eq!(l4.ports, vec![80, 443]);
+    assert!(l4.nodes.is_empty(), "every node that serves");
+    assert_eq!(l4.table, "cswitch_l4");
+    let c = config(&format!(
+        "{NODE}[cluster.l4]\nvip = \"192.0.2.10\"\nports = [80]\nnodes = [\"cs1\", \"cs2\"]\ntable = \"edge\"\n"
+    ));
+    let l4 = c.cluster.unwrap().l4.unwrap();
+    assert_eq!((l4.nodes.len(), l4.table.as_str()), (2, "edge"));
+}
+
+#[test]
+fn a_node_that_only_runs_the_l4_tier_needs_no_listener_or_group() {
+    let text = format!("{NODE}[cluster.l4]\nvip = \"192.0.2.10\"\nports = [80]\n");
+    let c = parse(&text, Path::new("/etc/cswitch/l4.toml")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(c.listeners.is_empty() && c.groups.is_empty());
+    let without = parse(NODE, Path::new("/etc/cswitch/l4.toml")).unwrap_err();
+    assert!(without.to_string().contains("no [[listener]]"), "{without}");
+}
+
+#[test]
+fn bad_l4_values_name_their_place_and_the_fix() {
+    // `text` starts on line 8: [cluster] 8–10, [cluster.l4] 11, its keys from 12.
+    let d = one(&format!("{NODE}[cluster.l4]\nvip = \"2001:db8::1\"\nports = [80]\n"));
+    assert_eq!((d.line, d.col, d.key.as_str()), (12, 7, "cluster.l4.vip"));
+    assert!(d.message.contains("IPv4 flows only"), "{}", d.message);
+    let d = one(&format!("{NODE}[cluster.l4]\nvip = \"192.0.2.10:80\"\nports = [80]\n"));
+    assert!(d.hint.unwrap().contains("without a port"));
+    let d = one(&format!("{NODE}[cluster.l4]\nvip = \"192.0.2.10\"\nports = [80, 70000]\n"));
+    assert_eq!((d.line, d.col, d.key.as_str()), (13, 9, "cluster.l4.ports"));
+    let d = one(&format!("{NODE}[cluster.l4]\nvip = \"192.0.2.10\"\nports = [80, 80]\n"));
+    assert!(d.message.contains("port 80 is listed twice"), "{}", d.message);
+    let d = one(&format!("{NODE}[cluster.l4]\nvip = \"192.0.2.10\"\n"));
+    assert!(d.message.contains("missing `ports`"), "{}", d.message);
+    let d = one(&format!("{NODE}[cluster.l4]\nvip = \"192.0.2.10\"\nports = [80]\ntable = \"a-b\"\n"));
+    assert!(d.message.contains("not an nftables table name"), "{}", d.message);
+    let d = one(&format!("{NODE}[cluster.l4]\nvip = \"192.0.2.10\"\nports = [80]\nport = 80\n"));
+    assert_eq!(d.key, "cluster.l4.port");
 }

@@ -134,6 +134,24 @@ fn wrong_types_for_booleans_strings_and_sections() {
 }
 
 #[test]
+fn server_protocol_is_http11_or_h2() {
+    let d = one(&BASE.replace("servers =", "server_protocol = \"h2c\"\nservers ="));
+    assert_at(&d, 8, 19, "group[0].server_protocol");
+    assert_eq!(d.message, "unknown server_protocol `h2c`; valid: http/1.1, h2");
+    assert_eq!(hint(&d), "did you mean `h2`?");
+    let d = one(&BASE.replace("servers =", "server_protocol = \"grpc\"\nservers ="));
+    assert_eq!(
+        hint(&d),
+        "write `server_protocol = \"h2\"` (HTTP/2 to the servers) or leave it out (HTTP/1.1)"
+    );
+    let d = one(&BASE.replace("servers =", "server_protocol = 2\nservers ="));
+    assert_at(&d, 8, 19, "group[0].server_protocol");
+    let ok = parse(&BASE.replace("servers =", "server_protocol = \"h2\"\nservers ="), Path::new("c.toml"))
+        .unwrap();
+    assert_eq!(ok.groups[0].server_protocol, cswitch_config::ServerProtocol::H2);
+}
+
+#[test]
 fn unknown_scheduler_lists_the_valid_names() {
     let d = one(&BASE.replace("servers =", "scheduler = \"wcl\"\nservers ="));
     assert_at(&d, 8, 13, "group[0].scheduler");

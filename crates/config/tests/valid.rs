@@ -122,6 +122,7 @@ fn group(name: &str, scheduler: SchedulerKind, servers: Vec<Server>) -> Group {
         drain_timeout: Duration::from_secs(300),
         weights: WeightSource::Config,
         reuse: cswitch_config::Reuse::Safe,
+        server_protocol: cswitch_config::ServerProtocol::Http1,
         servers,
     }
 }
@@ -150,6 +151,7 @@ fn expected_full() -> Config {
             buffer_bytes: 4096,
             rule_body_bytes: 65536,
             h2_max_concurrent_streams: 50,
+            h2_connection_bytes: 4 << 20,
         },
         timeouts: Timeouts {
             client_head: secs(5),
@@ -237,6 +239,7 @@ fn minimal_config_gets_every_default() {
             buffer_bytes: 16_384,
             rule_body_bytes: 1 << 20,
             h2_max_concurrent_streams: 100,
+            h2_connection_bytes: 4 << 20,
         },
         timeouts: Timeouts {
             client_head: secs(10),

@@ -23,6 +23,7 @@ pub fn run(path: &Path) -> ExitCode {
     report.config.extend(refs.access_log.iter().filter_map(access_log));
     rule_files(refs, &mut report);
     report.config.extend(refs.oneway.iter().flat_map(oneway_host));
+    report.config.extend(refs.cluster_l4.iter().flat_map(l4_host));
     // Back in file order, as the config's own diagnostics are.
     report.config.sort_by_key(|d| (d.line, d.col));
     if report.errors() > 0 {
@@ -83,6 +84,15 @@ impl fmt::Display for Report {
 fn oneway_host(interface: &config::Written<String>) -> Vec<Diagnostic> {
     let missing = oneway::missing(Some(&interface.value));
     missing.into_iter().map(|m| interface.place.error(format!("one-way: {}", m.what), Some(m.fix))).collect()
+}
+
+/// The L4 tier needs `nft` to install its table and IPv4 forwarding to pass a flow: each
+/// missing is an error at `[cluster.l4] vip`.
+fn l4_host(l4: &config::Written<String>) -> Vec<Diagnostic> {
+    cluster::l4_missing()
+        .into_iter()
+        .map(|m| l4.place.error(format!("L4 tier: {}", m.what), Some(m.fix)))
+        .collect()
 }
 
 /// The pair loaded exactly as the switch loads it. The switch's message starts with the

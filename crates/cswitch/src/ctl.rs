@@ -69,8 +69,12 @@ enum Cmd {
     Remove { server: String },
     /// Reloads the switch's config file (as SIGHUP does); admin edits not in the file are lost.
     Reload,
-    /// The cluster's nodes as this switch sees them: liveness, config digest, lag.
-    Cluster,
+    /// The cluster's nodes as this switch sees them: liveness, config digest, lag, and
+    /// whether the L4 tier sends them flows; `drain` / `ready` change this node's.
+    Cluster {
+        #[command(subcommand)]
+        action: Option<ClusterCmd>,
+    },
     /// Reopens the access log after it was rotated (as SIGUSR1 does).
     Reopen,
     /// Replaces the running binary with the one now at its path (as SIGUSR2 does): the new
@@ -89,6 +93,15 @@ enum Cmd {
         #[arg(long)]
         src: Option<String>,
     },
+}
+
+/// `cswitch ctl cluster …`.
+#[derive(clap::Subcommand)]
+enum ClusterCmd {
+    /// The L4 tier sends this node no new flow; its open connections finish.
+    Drain,
+    /// The L4 tier sends this node new flows again.
+    Ready,
 }
 
 /// Runs one `cswitch ctl` command.
@@ -123,7 +136,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Cmd::Reload => (client.send("POST", "/api/reload", b"")?, show::applied),
         Cmd::Reopen => (client.send("POST", "/api/reopen", b"")?, show::reopened),
         Cmd::Upgrade => (client.send("POST", "/api/upgrade", b"")?, show::upgraded),
-        Cmd::Cluster => (client.get("/api/cluster")?, show::cluster),
+        Cmd::Cluster { action: None } => (client.get("/api/cluster")?, show::cluster),
+        Cmd::Cluster { action: Some(ClusterCmd::Drain) } => {
+            (client.send("POST", "/api/cluster/drain", b"")?, show::serving)
+        }
+        Cmd::Cluster { action: Some(ClusterCmd::Ready) } => {
+            (client.send("POST", "/api/cluster/ready", b"")?, show::serving)
+        }
         Cmd::Explain { request, listener, src } => {
             (explain(&client, &request, listener, src)?, show::explanation)
         }

@@ -99,6 +99,9 @@ impl Signals {
         if handed_over {
             tracing::info!("handed over to the new process; stopping");
         } else {
+            // First out of the cluster's L4 tier (no new flow may reach a closed listener),
+            // then the in-flight requests finish.
+            switch.leave_l4_tier(std::time::Duration::from_secs(2));
             tracing::info!("shutting down: finishing in-flight requests");
         }
         switch.shutdown();

@@ -182,3 +182,36 @@ fn oneway_needs_are_checked_on_this_host() {
         assert!(err.contains("lacks CAP_NET_ADMIN"), "{err}");
     }
 }
+
+/// The L4 tier needs `nft` and IPv4 forwarding: in a fresh network namespace (forwarding
+/// off) `check` reports it at `[cluster.l4] vip`; with forwarding on, the node (no listener,
+/// no group) passes.
+#[test]
+fn l4_tier_needs_are_checked_on_this_host() {
+    if !testkit::netns::available() {
+        return;
+    }
+    let dir = tempdir("check-l4");
+    let path = config_file(
+        &dir,
+        "[cluster]\nnode = \"l4\"\nbind = \"127.0.0.1:7946\"\n\
+         [cluster.l4]\nvip = \"192.0.2.10\"\nports = [80]\n",
+    );
+    let bed = testkit::netns::Testbed::new(&[("h", 5)]);
+    let check_in_bed = || {
+        let bin = env!("CARGO_BIN_EXE_cswitch");
+        std::process::Command::new("ip")
+            .args(["netns", "exec", &bed.ns("h"), bin, "check", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap()
+    };
+    let err = refused(&check_in_bed());
+    let at = format!("{}:5:7: error: L4 tier: net.ipv4.ip_forward is not 1", path.display());
+    assert!(err.contains(&at), "{err}");
+    assert!(err.contains("hint: sysctl -w net.ipv4.ip_forward=1"), "{err}");
+    bed.run("h", &["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+    let out = check_in_bed();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok (0 listener(s), 0 group(s))"));
+}

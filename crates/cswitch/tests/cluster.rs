@@ -232,6 +232,10 @@ fn the_stats_page_lists_the_nodes() {
     let (row_a, row_b) = (row("a"), row("b"));
     assert!(row_a.contains("a (this node)"), "{row_a}");
     assert!(row_b.contains("<span class=\"badge b-ok\">live</span>"), "{row_b}");
+    assert!(
+        row_b.contains("<span class=\"badge b-ok\">ready</span>"),
+        "b takes flows from an L4 tier: {row_b}"
+    );
     let digest = ctl_json(&a, &["cluster"])["config_digest"].as_str().unwrap().to_string();
     assert!(row_b.contains(&format!("<span class=\"badge b-off\">{digest}</span>")), "same digest: {row_b}");
     assert!(dom.contains("id=\"cluster-gossip\">gossip: "), "the gossip counters are shown");

@@ -55,13 +55,25 @@ impl BodyScanner {
     /// the chunked framing), in order. Used to de-chunk for HTTP/1.0 clients and to buffer
     /// bodies for rules.
     pub fn scan_data(&mut self, input: &[u8], on_data: impl FnMut(&[u8])) -> Result<Scan, BodyError> {
+        self.scan_parts(input, on_data, |_| {})
+    }
+
+    /// As `scan_data`, and calls `on_trailer` with each byte of a chunked body's trailer
+    /// section (its field lines and the final CRLF), for a translation that carries
+    /// trailers on (HTTP/2, gRPC's `grpc-status`).
+    pub fn scan_parts(
+        &mut self,
+        input: &[u8],
+        on_data: impl FnMut(&[u8]),
+        mut on_trailer: impl FnMut(u8),
+    ) -> Result<Scan, BodyError> {
         match self.kind {
             BodyKind::None => Ok(Scan { consumed: 0, done: true }),
             BodyKind::Length(n) => self.scan_length(n, input, on_data),
             BodyKind::Chunked => {
                 let budget = Budget { seen: &mut self.seen_payload, max: self.max_body };
                 let mut on_data = on_data;
-                let (consumed, done) = self.chunked.scan(input, budget, &mut on_data)?;
+                let (consumed, done) = self.chunked.scan(input, budget, &mut on_data, &mut on_trailer)?;
                 Ok(Scan { consumed, done })
             }
             BodyKind::UntilClose => self.scan_until_close(input, on_data),

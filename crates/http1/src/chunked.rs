@@ -101,6 +101,7 @@ impl Chunked {
         input: &[u8],
         budget: Budget<'_>,
         on_data: &mut impl FnMut(&[u8]),
+        on_trailer: &mut impl FnMut(u8),
     ) -> Result<(usize, bool), BodyError> {
         let mut pos = 0;
         loop {
@@ -125,7 +126,7 @@ impl Chunked {
                         return Ok((pos, false));
                     };
                     pos += 1;
-                    if let Err(e) = self.step(b, &budget) {
+                    if let Err(e) = self.step(b, &budget, on_trailer) {
                         self.state = State::Failed(e);
                         return Err(e);
                     }
@@ -135,7 +136,8 @@ impl Chunked {
     }
 
     /// One framing byte (anything but chunk data).
-    fn step(&mut self, b: u8, budget: &Budget<'_>) -> Result<(), BodyError> {
+    /// Bytes of the trailer section (through the final CRLF) also go to `on_trailer`.
+    fn step(&mut self, b: u8, budget: &Budget<'_>, on_trailer: &mut impl FnMut(u8)) -> Result<(), BodyError> {
         self.state = match self.state {
             State::Size { value, digits } => {
                 self.count(MAX_SIZE_LINE, BodyError::BadChunkExtension)?;
@@ -165,6 +167,7 @@ impl Chunked {
             | State::TrailerLf
             | State::FinalLf => {
                 self.count(MAX_TRAILER, BodyError::BadTrailer)?;
+                on_trailer(b);
                 trailer_byte(self.state, b)?
             }
             // `scan` handles these itself and never passes them a byte.

@@ -4,7 +4,7 @@
 use crate::error::HeadError;
 use crate::head::{HeaderSpan, Span, Version};
 use crate::scan::Found;
-use crate::syntax::{is_token, list_elements, trim_ows_range};
+use crate::syntax::{is_token, list_elements};
 use std::mem::MaybeUninit;
 
 /// Header slots on the stack; heads with more fields (only possible when `max_headers`
@@ -61,29 +61,6 @@ fn map_httparse(e: httparse::Error) -> HeadError {
         httparse::Error::Status => HeadError::BadStatus,
         httparse::Error::Token | httparse::Error::Version => HeadError::BadStartLine,
         httparse::Error::TooManyHeaders => HeadError::TooManyHeaders,
-    }
-}
-
-/// Records name, value (OWS trimmed) and line spans of every field line into `out`.
-/// The head has passed the pre-scan, so every field line has a colon and ends in CRLF.
-pub(crate) fn collect(head: &[u8], found: &Found, out: &mut Vec<HeaderSpan>) {
-    out.clear();
-    let mut pos = found.start_line_end + 2;
-    while pos + 2 < found.head_len {
-        let rest = head.get(pos..).unwrap_or_default();
-        let Some(len) = memchr::memchr(b'\r', rest) else {
-            break;
-        };
-        let line = rest.get(..len).unwrap_or_default();
-        let colon = memchr::memchr(b':', line).unwrap_or(len);
-        let (vs, ve) = trim_ows_range(line.get(colon + 1..).unwrap_or_default());
-        let value_base = pos + colon + 1;
-        out.push(HeaderSpan {
-            name: span(pos, pos + colon),
-            value: span(value_base + vs, value_base + ve),
-            line: span(pos, pos + len),
-        });
-        pos += len + 2;
     }
 }
 

@@ -85,7 +85,7 @@ impl RequestHead {
     /// where the request line starts. After `Partial` or an `Err` the fields of `self` are
     /// unspecified.
     pub fn parse(&mut self, buf: &[u8], limits: &HeadLimits) -> Result<Parse, HeadError> {
-        let Some(found) = scan::find_head(buf, limits, true)? else {
+        let Some(found) = scan::find_head(buf, limits, true, &mut self.headers)? else {
             return Ok(Parse::Partial);
         };
         let head = buf.get(..found.head_len).unwrap_or(buf);
@@ -93,7 +93,6 @@ impl RequestHead {
         let (method, target, version) = parse_request_line(line, found.start)?;
         let authority = target_form(method.slice(buf), target.slice(buf), target)?;
         fields::validate(head, &found, Kind::Request)?;
-        fields::collect(head, &found, &mut self.headers);
         let f = fields::analyze(head, &self.headers)?;
         // RFC 9112 §3.2: 400 for an HTTP/1.1 request without Host, and for any request
         // with more than one.

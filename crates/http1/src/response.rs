@@ -62,14 +62,13 @@ impl ResponseHead {
         limits: &HeadLimits,
         request_was_head: bool,
     ) -> Result<Parse, HeadError> {
-        let Some(found) = scan::find_head(buf, limits, false)? else {
+        let Some(found) = scan::find_head(buf, limits, false, &mut self.headers)? else {
             return Ok(Parse::Partial);
         };
         let head = buf.get(..found.head_len).unwrap_or(buf);
         let line = head.get(..found.start_line_end).unwrap_or_default();
         let (version, status, reason) = parse_status_line(line)?;
         fields::validate(head, &found, Kind::Response)?;
-        fields::collect(head, &found, &mut self.headers);
         let f = fields::analyze(head, &self.headers)?;
         fields::check_framing(&f, version)?;
         let body = response_body(&f, status, request_was_head);

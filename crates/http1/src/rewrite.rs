@@ -7,7 +7,7 @@
 use crate::head::{HeaderSpan, Span, Version};
 use crate::request::RequestHead;
 use crate::response::ResponseHead;
-use crate::syntax::list_has;
+use crate::syntax::{list_elements, list_has};
 use std::io::Write;
 use std::net::IpAddr;
 
@@ -82,8 +82,9 @@ pub fn write_request_head(buf: &[u8], head: &RequestHead, rw: &RequestRewrite, o
         out.extend_from_slice(b"\r\n");
     }
     if let (Some(ip), None) = (rw.forwarded_for, last_xff) {
-        // io::Write on a Vec cannot fail.
-        let _ = write!(out, "X-Forwarded-For: {ip}\r\n");
+        out.extend_from_slice(b"X-Forwarded-For: ");
+        push_ip(ip, out);
+        out.extend_from_slice(b"\r\n");
     }
     write_request_additions(head.version, rw, out);
 }
@@ -150,10 +151,34 @@ fn write_request_additions(version: Version, rw: &RequestRewrite, out: &mut Vec<
 fn append_xff(buf: &[u8], h: &HeaderSpan, ip: IpAddr, out: &mut Vec<u8>) {
     if h.value.start == h.value.end {
         out.extend_from_slice(h.name.slice(buf));
-        let _ = write!(out, ": {ip}");
+        out.extend_from_slice(b": ");
     } else {
         out.extend_from_slice(Span { start: h.line.start, end: h.value.end }.slice(buf));
-        let _ = write!(out, ", {ip}");
+        out.extend_from_slice(b", ");
+    }
+    push_ip(ip, out);
+}
+
+/// An address as text, as `Display` writes it; IPv4 by hand (every forwarded request
+/// carries one, and the formatting machinery costs more than the rest of the field).
+fn push_ip(ip: IpAddr, out: &mut Vec<u8>) {
+    match ip {
+        IpAddr::V4(v4) => {
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                if octet >= 100 {
+                    out.push(b'0' + octet / 100);
+                }
+                if octet >= 10 {
+                    out.push(b'0' + octet / 10 % 10);
+                }
+                out.push(b'0' + octet % 10);
+            }
+        }
+        // io::Write on a Vec cannot fail.
+        IpAddr::V6(_) => drop(write!(out, "{ip}")),
     }
 }
 
@@ -235,9 +260,10 @@ fn is(buf: &[u8], h: &HeaderSpan, lower: &[u8]) -> bool {
     h.name.slice(buf).eq_ignore_ascii_case(lower)
 }
 
-/// Hop-by-hop fields always removed (RFC 9110 §7.6.1; Proxy-Connection and Keep-Alive are
-/// the legacy ones it names; Trailer as RFC 7230 listed it). Upgrade is handled apart.
-const HOP_BY_HOP: [&[u8]; 5] = [b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer"];
+// Hop-by-hop fields always removed (RFC 9110 §7.6.1; Proxy-Connection and Keep-Alive are
+// the legacy ones it names; Trailer as RFC 7230 listed it): Connection, Keep-Alive,
+// Proxy-Connection, TE, Trailer — matched by length in `HopByHop::drops`. Upgrade is handled
+// apart.
 
 /// Fields kept even when Connection names them: the body is forwarded as received, so the
 /// fields that frame it (Content-Length, Transfer-Encoding, RFC 9112 §6) must reach the
@@ -245,39 +271,84 @@ const HOP_BY_HOP: [&[u8]; 5] = [b"connection", b"keep-alive", b"proxy-connection
 /// smuggling); Host is required in HTTP/1.1 (RFC 9112 §3.2) and is what we routed on.
 const NEVER_DROPPED: [&[u8]; 3] = [b"host", b"content-length", b"transfer-encoding"];
 
-/// Decides which fields of one head are hop-by-hop.
+/// Decides which fields of one head are hop-by-hop. Called for every field of every head
+/// forwarded, so the common cases are cut short: a name is compared only with the fixed
+/// names of its length, and the Connection fields are searched only when they name a field
+/// beyond `close` and `keep-alive` (which they almost always are).
 struct HopByHop<'a> {
     buf: &'a [u8],
     /// The Connection fields (a sub-slice of the head's fields, from the first to the last
-    /// Connection field, so the common case of none or one costs nothing per field).
+    /// Connection field), or none when they name nothing beyond `close` / `keep-alive`.
     connection: &'a [HeaderSpan],
+    /// A Connection field lists `close` (which makes a field named Close hop-by-hop too).
+    close_listed: bool,
     keep_upgrade: bool,
 }
 
 impl<'a> HopByHop<'a> {
     fn new(buf: &'a [u8], headers: &'a [HeaderSpan], keep_upgrade: bool) -> Self {
-        let is_conn = |h: &HeaderSpan| is(buf, h, b"connection");
-        let connection = match (headers.iter().position(is_conn), headers.iter().rposition(is_conn)) {
-            (Some(first), Some(last)) => headers.get(first..=last).unwrap_or_default(),
-            _ => &[],
+        let (mut first, mut last) = (usize::MAX, 0);
+        let (mut close_listed, mut names_others) = (false, false);
+        for (i, h) in headers.iter().enumerate() {
+            if h.name.end - h.name.start != 10 || !is(buf, h, b"connection") {
+                continue;
+            }
+            (first, last) = (first.min(i), i);
+            for e in list_elements(h.value.slice(buf)) {
+                let close = e.eq_ignore_ascii_case(b"close");
+                close_listed |= close;
+                names_others |= !e.is_empty() && !close && !e.eq_ignore_ascii_case(b"keep-alive");
+            }
+        }
+        let connection = match names_others {
+            true => headers.get(first..=last).unwrap_or_default(),
+            false => &[],
         };
-        HopByHop { buf, connection, keep_upgrade }
+        HopByHop { buf, connection, close_listed, keep_upgrade }
     }
 
     /// Whether the field named `name` is removed on this hop.
     fn drops(&self, name: &[u8]) -> bool {
-        if name.eq_ignore_ascii_case(b"upgrade") {
-            return !self.keep_upgrade;
-        }
-        if HOP_BY_HOP.iter().any(|n| name.eq_ignore_ascii_case(n)) {
+        let fixed = match name.len() {
+            2 => Some(name.eq_ignore_ascii_case(b"te")),
+            7 if name.eq_ignore_ascii_case(b"upgrade") => return !self.keep_upgrade,
+            7 => Some(name.eq_ignore_ascii_case(b"trailer")),
+            10 => Some(name.eq_ignore_ascii_case(b"connection") || name.eq_ignore_ascii_case(b"keep-alive")),
+            16 => Some(name.eq_ignore_ascii_case(b"proxy-connection")),
+            5 if self.close_listed && name.eq_ignore_ascii_case(b"close") => return true,
+            // Never dropped, whatever Connection says (see NEVER_DROPPED).
+            4 | 14 | 17 if NEVER_DROPPED.iter().any(|n| name.eq_ignore_ascii_case(n)) => return false,
+            _ => None,
+        };
+        if fixed == Some(true) {
             return true;
-        }
-        if NEVER_DROPPED.iter().any(|n| name.eq_ignore_ascii_case(n)) {
-            return false;
         }
         self.connection
             .iter()
             .filter(|h| is(self.buf, h, b"connection"))
             .any(|h| list_has(h.value.slice(self.buf), name))
+    }
+}
+
+#[cfg(test)]
+mod ip_tests {
+    use super::push_ip;
+    use std::net::IpAddr;
+
+    #[test]
+    fn addresses_are_written_as_display_writes_them() {
+        let mut octets = vec![0u8, 1, 9, 10, 42, 99, 100, 101, 199, 200, 255];
+        octets.extend((0..=255).step_by(7).map(|n| n as u8));
+        for (a, b) in octets.iter().zip(octets.iter().rev()) {
+            for ip in [IpAddr::from([*a, *b, 0, 255]), IpAddr::from([*b, 7, *a, 100])] {
+                let mut out = Vec::new();
+                push_ip(ip, &mut out);
+                assert_eq!(String::from_utf8(out).unwrap_or_default(), ip.to_string());
+            }
+        }
+        let v6: IpAddr = "2001:db8::1".parse().unwrap_or(IpAddr::from([0u8; 16]));
+        let mut out = Vec::new();
+        push_ip(v6, &mut out);
+        assert_eq!(out, b"2001:db8::1");
     }
 }

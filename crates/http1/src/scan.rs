@@ -2,14 +2,17 @@
 //! lenient about, before any full parse.
 //!
 //! Callers re-call `parse` after every read on a growing buffer, so this is the part that
-//! runs on incomplete heads: one `memchr2` per line, no allocation, and it refuses as soon
+//! runs on incomplete heads: one `memchr2` per line, and it refuses as soon
 //! as the bytes seen so far are invalid (bare CR/LF, obs-fold, space before colon, too many
 //! fields) or can no longer fit the limit, so a client can't hold a connection open with a
-//! head that never ends (slowloris) or that is already known to be bad.
+//! head that never ends (slowloris) or that is already known to be bad. The same pass records
+//! where each field's name, value and line are (the heads' `headers`), so no later pass
+//! splits the lines again.
 
 use crate::error::HeadError;
-use crate::head::HeadLimits;
-use crate::syntax::is_ws;
+use crate::fields::span;
+use crate::head::{HeadLimits, HeaderSpan};
+use crate::syntax::{is_ws, trim_ows_range};
 
 /// A complete head found at the start of a buffer.
 #[derive(Clone, Copy, Debug)]
@@ -30,11 +33,14 @@ pub(crate) struct Found {
 /// `skip_empty_lines`: ignore CRLFs before the start line (requests only, RFC 9112 §2.2:
 /// "a server ... SHOULD ignore at least one empty line (CRLF) received prior to the
 /// request-line"); they count towards the limit.
+/// `spans` gets the field lines seen (cleared first; complete only when a head is found).
 pub(crate) fn find_head(
     buf: &[u8],
     limits: &HeadLimits,
     skip_empty_lines: bool,
+    spans: &mut Vec<HeaderSpan>,
 ) -> Result<Option<Found>, HeadError> {
+    spans.clear();
     // Spans are u32 offsets: a larger limit is clamped rather than overflowing them.
     let max = limits.max_head_bytes.min(u32::MAX as usize);
     let window = buf.get(..max).unwrap_or(buf);
@@ -68,7 +74,15 @@ pub(crate) fn find_head(
                 return Ok(Some(Found { start, start_line_end, head_len, fields }));
             }
             Some(_) => {
-                check_field_line(window.get(pos..cr).unwrap_or_default())?;
+                let line = window.get(pos..cr).unwrap_or_default();
+                let colon = check_field_line(line)?;
+                let (vs, ve) = trim_ows_range(line.get(colon + 1..).unwrap_or_default());
+                let value = pos + colon + 1;
+                spans.push(HeaderSpan {
+                    name: span(pos, pos + colon),
+                    value: span(value + vs, value + ve),
+                    line: span(pos, cr),
+                });
                 fields += 1;
                 if fields > limits.max_headers {
                     return Err(HeadError::TooManyHeaders);
@@ -113,9 +127,9 @@ fn next_line_end(window: &[u8], pos: usize) -> Result<Option<usize>, HeadError> 
     }
 }
 
-/// Line-level checks on one field line (without its CRLF). The bytes of name and value
-/// are checked later by httparse.
-fn check_field_line(line: &[u8]) -> Result<(), HeadError> {
+/// Line-level checks on one field line (without its CRLF); returns the colon's offset. The
+/// bytes of name and value are checked later by httparse.
+fn check_field_line(line: &[u8]) -> Result<usize, HeadError> {
     // RFC 9112 §5.2: obs-fold in a request must be refused (or replaced, which we don't do);
     // §2.2: whitespace between the start line and the first field, likewise.
     if line.first().is_some_and(|&b| is_ws(b)) {
@@ -129,6 +143,6 @@ fn check_field_line(line: &[u8]) -> Result<(), HeadError> {
     match colon.checked_sub(1).and_then(|i| line.get(i)) {
         None => Err(HeadError::BadHeader),
         Some(&b) if is_ws(b) => Err(HeadError::SpaceBeforeColon),
-        Some(_) => Ok(()),
+        Some(_) => Ok(colon),
     }
 }

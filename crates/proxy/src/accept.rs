@@ -207,7 +207,8 @@ fn log_refusal(worker: &Worker, open: usize, max: usize) {
 }
 
 /// Flushes the access log, closes connections that waited `client_idle` for a request,
-/// asks those that waited `PARK_AFTER` to park, and sweeps the pools, periodically.
+/// asks those that waited `PARK_AFTER` to park, and, once a second, sweeps the pools and
+/// frees the spare buffers and scratch spaces the load did not need.
 async fn housekeeping(worker: Rc<Worker>) {
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut ticks = 0u32;
@@ -221,9 +222,12 @@ async fn housekeeping(worker: Rc<Worker>) {
         }
         ticks = ticks.wrapping_add(1);
         if ticks.is_multiple_of(4) {
+            worker.bufs.trim();
+            crate::http::scratch::trim();
             let snap = worker.shared.snapshot.load();
             let live = |id: u64| snap.groups.iter().any(|g| g.servers.iter().any(|s| s.id == id));
             worker.pools.sweep(snap.config.timeouts.pool_idle, live);
+            worker.h2_pools.sweep(snap.config.timeouts.pool_idle, live);
         }
     }
 }

@@ -13,8 +13,9 @@
 //!   admission, the protocol dispatch), `explain` (how a request would be routed),
 //!   `upgrade` (a binary upgrade: inherited listeners, idle connections handed over and
 //!   adopted);
-//! - the wings: `http/` (the request phases), `http2/` (HTTP/2 from clients: each stream
-//!   piped through `http/`'s phases as an HTTP/1.1 request), `mail/` (SMTP, POP3, IMAP), `tls/`
+//! - the wings: `http/` (the request phases; toward HTTP/1.1 or HTTP/2 servers), `http2/`
+//!   (HTTP/2 and gRPC from clients: each stream piped through `http/`'s phases as an
+//!   HTTP/1.1 request, within the connection's memory budget), `mail/` (SMTP, POP3, IMAP), `tls/`
 //!   (passthrough, certificates), `health/` (the control loop and its checks);
 //! - `handoff/`: one-way switching's hand-off of a routed connection to a server's agent
 //!   (freeze, dump, ship, flip, GO; two-way on any failure), used by the HTTP wing;

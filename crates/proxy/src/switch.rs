@@ -280,6 +280,18 @@ impl Switch {
         self.shared.cluster.get().map(|c| c.view())
     }
 
+    /// Drains this node from the cluster's L4 tier, or makes it ready again
+    /// (`None` without `[cluster]` or listeners).
+    pub fn set_cluster_serving(&self, serving: cluster::Serving) -> Option<cluster::Serving> {
+        crate::health::cluster::set_serving(&self.shared, serving)
+    }
+
+    /// Before a clean stop (not a hand-over): drains this node from the cluster's L4 tier
+    /// and waits, at most `limit`, until the tier sends it no new flow.
+    pub fn leave_l4_tier(&self, limit: std::time::Duration) {
+        crate::health::cluster::leave_l4_tier(&self.shared, limit);
+    }
+
     /// Each listener's rules with their hit counts.
     pub fn rules(&self) -> Vec<view::RulesView> {
         view::rules(&self.shared.snapshot.load())

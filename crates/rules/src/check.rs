@@ -14,8 +14,20 @@ use crate::ir::{Atom, Cond, Fetch, Ir, Lit, Num, Operand, SetKind};
 
 /// Fields written as a bare name.
 pub(crate) const FIELDS: &[&str] = &[
-    "srcip", "srcport", "dstip", "dstport", "method", "url", "path", "query", "ext", "host", "version",
+    "srcip",
+    "srcport",
+    "dstip",
+    "dstport",
+    "method",
+    "url",
+    "path",
+    "query",
+    "ext",
+    "host",
+    "version",
     "bodylen",
+    "grpc.service",
+    "grpc.method",
 ];
 /// Fields that take a name: `header("Host")`.
 pub(crate) const NAMED_FIELDS: &[&str] = &["header", "cookie", "arg", "form"];
@@ -138,6 +150,8 @@ impl<'r, 's> Checker<'r, 's> {
             "host" => Fetch::Host,
             "version" => Fetch::Version,
             "bodylen" => Fetch::BodyLen,
+            "grpc.service" => Fetch::GrpcService,
+            "grpc.method" => Fetch::GrpcMethod,
             _ => match crate::ProtoField::from_name(name) {
                 Some(field) => Fetch::Proto(field),
                 None => return self.unknown_field(name, span),

@@ -55,6 +55,22 @@ pub(crate) fn is_form(req: &impl Request) -> bool {
     media_type(req).is_some_and(|m| m.eq_ignore_ascii_case(b"application/x-www-form-urlencoded"))
 }
 
+/// A gRPC call's service and method: a request whose media type is `application/grpc`
+/// (or `application/grpc+…`), with a path `/service/method` (gRPC's PROTOCOL-HTTP2:
+/// `:path` is `/` service-name `/` method-name). Absent for any other request.
+fn grpc_call(req: &impl Request) -> Option<(&[u8], &[u8])> {
+    let m = media_type(req)?;
+    let grpc = m.len() >= 16 && m[..16].eq_ignore_ascii_case(b"application/grpc");
+    if !grpc || !(m.len() == 16 || m[16] == b'+') {
+        return None;
+    }
+    let rest = path(req.target()).strip_prefix(b"/")?;
+    let slash = memchr::memchr(b'/', rest)?;
+    let (service, method) = (&rest[..slash], &rest[slash + 1..]);
+    let valid = !service.is_empty() && !method.is_empty() && !method.contains(&b'/');
+    valid.then_some((service, method))
+}
+
 /// Whether the request body is JSON: `application/json`, or any type with the `+json`
 /// structured-syntax suffix (RFC 6839: `application/vnd.api+json`, `application/problem+json`).
 pub(crate) fn is_json(req: &impl Request) -> bool {
@@ -90,6 +106,8 @@ pub(crate) fn read(fetch: &Fetch, req: &impl Request, arena: &mut Vec<u8>) -> Va
         Fetch::Arg(name) => arg(req, name, arena),
         Fetch::Form(name) => form_field(req, name, arena),
         Fetch::BodyLen => body_len(req, arena),
+        Fetch::GrpcService => opt(arena, grpc_call(req).map(|(service, _)| service)),
+        Fetch::GrpcMethod => opt(arena, grpc_call(req).map(|(_, method)| method)),
         Fetch::Xml(_) | Fetch::Json(_) => Val::Absent,
         Fetch::Proto(field) => opt(arena, req.proto_field(*field)),
     }

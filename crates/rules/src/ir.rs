@@ -23,6 +23,10 @@ pub(crate) enum Fetch {
     Host,
     Version,
     BodyLen,
+    /// A gRPC call's service (`:path` `/package.Service/Method`), gRPC requests only.
+    GrpcService,
+    /// A gRPC call's method.
+    GrpcMethod,
     /// Lower-cased name.
     Header(String),
     Cookie(String),
@@ -61,6 +65,8 @@ impl fmt::Display for FetchName<'_> {
             Fetch::Host => "host",
             Fetch::Version => "version",
             Fetch::BodyLen => "bodylen",
+            Fetch::GrpcService => "grpc.service",
+            Fetch::GrpcMethod => "grpc.method",
             Fetch::Header(n) => return write!(f, "header({n:?})"),
             Fetch::Cookie(n) => return write!(f, "cookie({n:?})"),
             Fetch::Arg(n) => return write!(f, "arg({n:?})"),

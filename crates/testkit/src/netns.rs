@@ -2,6 +2,7 @@
 //! switch (the VIP on its interface) and servers (the VIP on `lo`, LVS-DR style), each
 //! with a fixed MAC, addresses in 10.201.0.0/24 that exist only inside them. Dropped, it
 //! deletes every namespace (and with them every interface, socket and table in them).
+//! [`Testbed::thread`] runs test code (origins, clients) inside one of its hosts.
 
 use std::process::{Command, Output};
 
@@ -86,6 +87,34 @@ impl Testbed {
         let ns = self.ns(name);
         Command::new("ip").args(["netns", "exec", &ns]).args(argv).output().is_ok_and(|o| o.status.success())
     }
+}
+
+impl Testbed {
+    /// Runs `work` on a new thread inside host `name`'s network namespace: every socket it
+    /// opens (a tokio runtime built there included) lives in that host. A test's origins
+    /// and clients run in-process this way.
+    pub fn thread<T: Send + 'static>(
+        &self,
+        name: &str,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> std::thread::JoinHandle<T> {
+        let path = format!("/run/netns/{}", self.ns(name));
+        std::thread::spawn(move || {
+            enter(&path);
+            work()
+        })
+    }
+}
+
+/// Moves the calling thread into the network namespace at `path` (setns(2); threads it
+/// spawns afterwards start there too).
+pub fn enter(path: &str) {
+    let ns = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    rustix::thread::move_into_link_name_space(
+        std::os::fd::AsFd::as_fd(&ns),
+        Some(rustix::thread::LinkNameSpaceType::Network),
+    )
+    .unwrap_or_else(|e| panic!("setns {path}: {e}"));
 }
 
 impl Drop for Testbed {

@@ -43,10 +43,46 @@ pub fn cluster(v: &Value) {
     if let Some(last) = g["last_rejected"].as_str() {
         println!("last refused: {last}");
     }
-    let columns =
-        ["NODE", "GOSSIP", "LIVE", "DIGEST", "LAG", "CAPACITIES", "STICKY_IP", "COOKIES", "TLS", "ASSIGNED"];
+    let columns = [
+        "NODE",
+        "GOSSIP",
+        "LIVE",
+        "L4",
+        "DIGEST",
+        "LAG",
+        "CAPACITIES",
+        "STICKY_IP",
+        "COOKIES",
+        "TLS",
+        "ASSIGNED",
+    ];
     let rows = list(v, "nodes").map(cluster_row).collect();
-    print!("{}", table(&columns, rows, 4));
+    print!("{}", table(&columns, rows, 5));
+    let l4 = &v["l4"];
+    if l4.is_object() {
+        let targets: Vec<String> = list(l4, "targets").map(text).collect();
+        let gone: Vec<String> = list(l4, "gone").map(text).collect();
+        let ports: Vec<String> = list(l4, "ports").map(text).collect();
+        println!(
+            "L4 tier (nft table ip {}): {} port(s) {} → {}; reset: {}; {} change(s), last took {} µs{}",
+            text(&l4["table"]),
+            text(&l4["vip"]),
+            ports.join(","),
+            if targets.is_empty() { "no node".to_string() } else { targets.join(", ") },
+            if gone.is_empty() { "none".to_string() } else { gone.join(", ") },
+            text(&l4["changes"]),
+            text(&l4["load_us"]),
+            if l4["forwarding"] == true { "" } else { "; WARNING: net.ipv4.ip_forward is 0" },
+        );
+        if let Some(error) = l4["error"].as_str() {
+            println!("L4 tier error: {error}");
+        }
+    }
+}
+
+/// `POST /api/cluster/drain` or `/ready`.
+pub fn serving(v: &Value) {
+    println!("this node is now {} in the L4 tier", text(&v["serving"]));
 }
 
 fn cluster_row(n: &Value) -> Vec<String> {
@@ -61,7 +97,13 @@ fn cluster_row(n: &Value) -> Vec<String> {
     let shares =
         [&n["capacities"], &n["sticky_ip"], &n["learned_cookies"], &n["tls_sessions"], &n["assignments"]]
             .map(text);
-    let mut row = vec![name, text(&n["gossip"]), live.into(), digest, lag];
+    let serving = match (n["serving"].as_str(), n["runs_l4"] == true) {
+        (Some(s), true) => format!("{s}, tier"),
+        (Some(s), false) => s.to_string(),
+        (None, true) => "tier".to_string(),
+        (None, false) => "-".to_string(),
+    };
+    let mut row = vec![name, text(&n["gossip"]), live.into(), serving, digest, lag];
     row.extend(shares);
     row
 }

@@ -193,3 +193,25 @@ fn errors_are_sticky() {
     assert_eq!(BodyError::TooLarge.status(), 413);
     assert_eq!(BodyError::BadTrailer.status(), 400);
 }
+
+#[test]
+fn scan_parts_hands_over_the_trailer_section_across_splits() {
+    let body = b"3\r\nabc\r\n0\r\ngrpc-status: 0\r\nx-a: b\r\n\r\nNEXT";
+    // Every cut inside the body (its last byte, the final LF, always comes second).
+    for cut in 0..body.len() - b"NEXT".len() {
+        let mut s = BodyScanner::new(BodyKind::Chunked, u64::MAX);
+        let (mut data, mut trailer) = (Vec::new(), Vec::new());
+        // The scanner takes everything it is given until the body ends.
+        let first = s.scan_parts(&body[..cut], |d| data.extend_from_slice(d), |b| trailer.push(b)).unwrap();
+        assert!(!first.done && first.consumed == cut, "cut {cut}");
+        let rest = s.scan_parts(&body[cut..], |d| data.extend_from_slice(d), |b| trailer.push(b)).unwrap();
+        assert!(rest.done && &body[cut + rest.consumed..] == b"NEXT", "cut {cut}");
+        assert_eq!(data, b"abc", "cut {cut}");
+        assert_eq!(trailer, b"grpc-status: 0\r\nx-a: b\r\n\r\n", "cut {cut}");
+    }
+    // No trailer: only the final CRLF.
+    let mut s = BodyScanner::new(BodyKind::Chunked, u64::MAX);
+    let mut trailer = Vec::new();
+    assert!(s.scan_parts(b"0\r\n\r\n", |_| {}, |b| trailer.push(b)).unwrap().done);
+    assert_eq!(trailer, b"\r\n");
+}

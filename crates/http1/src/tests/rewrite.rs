@@ -42,6 +42,20 @@ fn hop_by_hop_fields_are_removed() {
 }
 
 #[test]
+fn connection_naming_only_close_or_keep_alive_drops_just_the_fixed_fields() {
+    // The common heads: Connection lists nothing beyond the two options (no field search);
+    // a field named Close still goes when Connection lists close (the option is its name).
+    let input = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: Keep-Alive\r\nKeep-Alive: 5\r\n\
+        X-Close: k\r\nClose: c\r\nTE: x\r\n\r\n";
+    assert_eq!(rewrite_req(input, &PLAIN), "GET / HTTP/1.1\r\nHost: a\r\nX-Close: k\r\nClose: c\r\n\r\n");
+    let input = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nClose: c\r\nX-A: a\r\n\r\n";
+    assert_eq!(rewrite_req(input, &PLAIN), "GET / HTTP/1.1\r\nHost: a\r\nX-A: a\r\n\r\n");
+    // Listed beside them, another field goes too, in any case and in a later Connection field.
+    let input = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nX-A: a\r\nConnection: , x-a\r\n\r\n";
+    assert_eq!(rewrite_req(input, &PLAIN), "GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+}
+
+#[test]
 fn framing_fields_survive_connection() {
     let input = b"POST / HTTP/1.1\r\nHost: a\r\nConnection: Host, Content-Length, close\r\n\
         Content-Length: 3\r\n\r\n";

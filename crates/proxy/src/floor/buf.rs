@@ -4,6 +4,7 @@
 //! free list when its read side is empty and takes one again when the socket becomes
 //! readable. This keeps memory per idle client connection small (the bench measures it).
 
+use crate::floor::spares::SpareLimit;
 use std::cell::RefCell;
 
 /// A fixed-capacity byte buffer with a filled window `start..data.len()`.
@@ -146,33 +147,49 @@ const HEAD_START: usize = 1024;
 pub struct BufPool {
     size: usize,
     free: RefCell<Vec<IoBuf>>,
-    keep: usize,
+    keep: SpareLimit,
 }
 
 impl BufPool {
-    /// A pool handing out buffers of `size` bytes and keeping at most `keep` spare ones.
+    /// A pool handing out buffers of `size` bytes and keeping the spare ones the load of the
+    /// last second needed, at least `keep` (see [`SpareLimit`]).
     pub fn new(size: usize, keep: usize) -> Self {
-        BufPool { size, free: RefCell::new(Vec::new()), keep }
+        BufPool { size, free: RefCell::new(Vec::new()), keep: SpareLimit::new(keep) }
+    }
+
+    /// Drops the spares the last period's load did not need (the worker's housekeeping, once
+    /// a second).
+    pub fn trim(&self) {
+        let mut free = self.free.borrow_mut();
+        let keep = self.keep.trim(free.len());
+        free.truncate(keep);
     }
 
     /// A buffer to read a request head into: a recycled one when one is free, else a small
     /// one that grows to the pool's size if the head needs it.
     pub fn take_for_head(&self) -> IoBuf {
-        let recycled = self.free.borrow_mut().pop();
+        let recycled = self.pop();
         recycled.unwrap_or_else(|| IoBuf::growable(HEAD_START, self.size))
     }
 
     /// A buffer, recycled when one is free.
     pub fn take(&self) -> IoBuf {
-        let recycled = self.free.borrow_mut().pop();
+        let recycled = self.pop();
         recycled.unwrap_or_else(|| IoBuf::new(self.size))
+    }
+
+    fn pop(&self) -> Option<IoBuf> {
+        let mut free = self.free.borrow_mut();
+        let recycled = free.pop();
+        self.keep.took(free.len());
+        recycled
     }
 
     /// Gives a buffer back (dropped when the pool is full or its size is stale).
     pub fn give(&self, mut buf: IoBuf) {
         buf.clear();
         let mut free = self.free.borrow_mut();
-        if free.len() < self.keep && buf.max == self.size && buf.cap == self.size {
+        if self.keep.keeps(free.len()) && buf.max == self.size && buf.cap == self.size {
             free.push(buf);
         }
     }
@@ -230,11 +247,18 @@ mod tests {
     }
 
     #[test]
-    fn pool_recycles_up_to_keep() {
+    fn pool_keeps_what_the_load_used_then_trims_to_keep() {
         let pool = BufPool::new(16, 1);
         let (a, b) = (pool.take(), pool.take());
         pool.give(a);
         pool.give(b);
-        assert_eq!(pool.free.borrow().len(), 1);
+        assert_eq!(pool.free.borrow().len(), 2, "both were in use at once: both kept");
+        pool.trim();
+        let c = pool.take();
+        pool.give(c);
+        pool.trim();
+        assert_eq!(pool.free.borrow().len(), 1, "one was never taken during the second: dropped");
+        pool.trim();
+        assert_eq!(pool.free.borrow().len(), 1, "never below keep");
     }
 }

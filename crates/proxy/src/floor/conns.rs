@@ -11,7 +11,6 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::task::Waker;
 use tokio::task::AbortHandle;
-use tokio::time::Instant;
 
 /// What a connection is doing, as eviction sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,9 +46,10 @@ pub struct Watch {
 
 /// Tenths of a second since the process's first call, from 1 (wraps after 13 years).
 pub fn ticks() -> u32 {
-    static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    let base = *BASE.get_or_init(Instant::now);
-    u32::try_from(base.elapsed().as_millis() / 100).unwrap_or(u32::MAX - 1) + 1
+    static BASE: std::sync::OnceLock<tokio::time::Instant> = std::sync::OnceLock::new();
+    let base = *BASE.get_or_init(crate::floor::clock::now);
+    let age = crate::floor::clock::now().saturating_duration_since(base);
+    u32::try_from(age.as_millis() / 100).unwrap_or(u32::MAX - 1) + 1
 }
 
 impl Watch {

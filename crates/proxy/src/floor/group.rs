@@ -40,6 +40,8 @@ pub struct GroupRt {
     pub weights: WeightSource,
     /// Which requests may ride a pooled connection (`reuse`).
     pub reuse: config::Reuse,
+    /// The protocol spoken to the servers (`server_protocol`).
+    pub server_protocol: config::ServerProtocol,
     /// Servers in config order.
     pub servers: Vec<Arc<ServerRt>>,
 }
@@ -140,6 +142,7 @@ pub(crate) fn build_group(
         drain_timeout: group.drain_timeout,
         weights: group.weights,
         reuse: group.reuse,
+        server_protocol: group.server_protocol,
         servers,
     };
     rt.shared = shared_slot(

@@ -3,15 +3,22 @@
 //! scheduler instance `sched_slot` and session persistence `persist`, and the weight
 //! rules `weights`), what the workers share (`shared`: the snapshot, `stats` counters,
 //! `live` figures, the `tables`), per-worker state (`worker`, `schedulers`, `pool`,
-//! `buf`, `conns`: the connections eviction may close, `parked`: idle keep-alive
-//! connections waiting outside the runtime, `handover`: idle connections leaving for a
-//! new binary), socket helpers (`io`, `stream`: plain or TLS client streams and the handshake),
-//! and the typed failure every step returns (`failure`).
+//! `h2pool`: the HTTP/2 server connections streams share, `budget`: an HTTP/2 client
+//! connection's memory bound, `buf`, `spares`: how many spare objects a free list keeps,
+//! `conns`: the connections eviction may close, `parked`: idle keep-alive connections waiting
+//! outside the runtime, `handover`: idle connections leaving for a new binary), socket helpers
+//! (`io`, `stream`: plain or TLS client streams and the handshake, `clock`: a cheap clock for
+//! deadlines), header fields between HTTP/1.1 and HTTP/2 (`fields`: connection-specific
+//! fields, trailer sections), and the typed failure every step returns (`failure`).
 
+pub mod budget;
 pub mod buf;
+pub mod clock;
 pub mod conns;
 pub mod failure;
+pub mod fields;
 pub mod group;
+pub mod h2pool;
 pub mod handover;
 pub mod io;
 pub mod live;
@@ -23,6 +30,7 @@ pub mod schedulers;
 pub mod server;
 pub mod shared;
 pub mod snapshot;
+pub mod spares;
 pub mod stats;
 pub mod stream;
 pub mod tables;

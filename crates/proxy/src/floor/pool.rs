@@ -5,11 +5,13 @@
 //! connection whose requests move from server A to B and back to A takes A's idle
 //! connection again (the user-space form of DWSR's switch-back, seed 001).
 
+use crate::floor::clock;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 
 struct Idle {
     stream: TcpStream,
@@ -67,14 +69,14 @@ impl Pools {
         let mut idle = self.idle.borrow_mut();
         let list = idle.entry(server).or_default();
         if list.len() < self.max_per_server {
-            list.push(Idle { stream, since: Instant::now(), owner });
+            list.push(Idle { stream, since: clock::now(), owner });
         }
     }
 
     /// Closes connections idle longer than `max_idle` or closed by their server, and pools
     /// of servers no longer configured (`keep` says which ids are).
     pub fn sweep(&self, max_idle: Duration, keep: impl Fn(u64) -> bool) {
-        let now = Instant::now();
+        let now = clock::now();
         let mut idle = self.idle.borrow_mut();
         idle.retain(|id, _| keep(*id));
         for list in idle.values_mut() {

@@ -185,6 +185,14 @@ counters! {
     /// HTTP/2 connections ended with a connection error (GOAWAY): malformed frames,
     /// floods the `h2` crate refuses (rapid reset, CONTINUATION, SETTINGS, PING).
     H2ConnectionErrors => "h2_connection_errors",
+    /// HTTP/2 connections opened to servers of `server_protocol = "h2"` groups.
+    H2ServerConnections => "h2_server_connections",
+    /// HTTP/2 streams refused (RST_STREAM ENHANCE_YOUR_CALM) because their connection held
+    /// all of `limits.h2_connection_bytes`.
+    H2MemoryLimit => "h2_memory_limit",
+    /// gRPC calls answered with a gRPC status made from an HTTP status (the switch's
+    /// refusals, a server's non-200), in the trailers-only form.
+    GrpcStatusAnswers => "grpc_status_answers",
 }
 
 impl Counter {

@@ -31,8 +31,8 @@ pub enum ClientStream {
 /// whose other end the `http2` wing writes the stream's request into (translated to
 /// HTTP/1.1) and reads the answer from, with the facts of the real connection.
 pub struct Piped {
-    /// The phases' end of the pipe.
-    pub io: tokio::io::DuplexStream,
+    /// The phases' end of the pipe, on the connection's memory budget.
+    pub io: crate::floor::budget::Metered<tokio::io::DuplexStream>,
     /// The address the client connected to (`dstip`, `dstport`).
     pub local: SocketAddr,
     /// For a TLS connection: the server name the client sent and the TLS version.

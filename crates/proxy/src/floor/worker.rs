@@ -5,6 +5,7 @@
 //! spares (HTTP scratch spaces, the access-log buffer) in thread-locals.
 
 use crate::floor::buf::BufPool;
+use crate::floor::h2pool::H2Pools;
 use crate::floor::parked::Parked;
 use crate::floor::pool::Pools;
 use crate::floor::schedulers::WorkerSchedulers;
@@ -22,6 +23,8 @@ pub struct Worker {
     pub shared: Arc<Shared>,
     /// Idle server connections.
     pub pools: Pools,
+    /// HTTP/2 connections to servers (`server_protocol = "h2"`), shared by streams.
+    pub h2_pools: H2Pools,
     /// Connection buffers.
     pub bufs: BufPool,
     /// Scheduler per group (those not shared between workers).
@@ -56,6 +59,7 @@ impl Worker {
         let buf_size = limits.buffer_bytes.max(limits.max_head_bytes + 1);
         Worker {
             pools: Pools::new(limits.pool_idle_per_server),
+            h2_pools: H2Pools::default(),
             bufs: BufPool::new(buf_size, 16),
             schedulers: RefCell::new(WorkerSchedulers::default()),
             candidates: RefCell::new(Vec::new()),

@@ -24,14 +24,49 @@ pub fn join(shared: &Arc<Shared>) -> std::io::Result<()> {
     let digest = cluster::config_digest(&snap.config);
     // Its errors name `[cluster]` and the address already.
     let node = cluster::Cluster::start(cfg, digest, remote)?;
+    // The listeners are bound (and listening) before this runs, so the L4 tier may send
+    // flows at once; a node without listeners (one that only runs the tier) takes none.
+    if !snap.config.listeners.is_empty() {
+        node.set_serving(cluster::Serving::Ready);
+    }
     let _ = shared.cluster.set(Arc::new(node));
     Ok(())
+}
+
+/// Drains this node from the L4 tier (no new flows; open connections finish) or makes it
+/// ready again. `None` without `[cluster]`, or on a node that serves no listener.
+pub fn set_serving(shared: &Shared, serving: cluster::Serving) -> Option<cluster::Serving> {
+    let node = shared.cluster.get()?;
+    node.serving()?;
+    if node.serving() != Some(serving) {
+        tracing::info!(serving = serving.as_str(), "cluster: this node's L4 serving state changed");
+    }
+    node.set_serving(serving);
+    Some(serving)
 }
 
 /// Shares the new config's digest after a reload.
 pub fn config_changed(shared: &Shared, config: &config::Config) {
     if let Some(node) = shared.cluster.get() {
         node.publish_digest(cluster::config_digest(config));
+    }
+}
+
+/// Before a clean stop: drains this node from the cluster's L4 tier and waits (up to
+/// `limit`) until the tier sends it no new flow, so the stop fails no connection.
+pub fn leave_l4_tier(shared: &Shared, limit: Duration) {
+    let Some(node) = shared.cluster.get() else { return };
+    if node.serving().is_none() {
+        return;
+    }
+    let start = Instant::now();
+    if node.leave_l4_tier(limit) {
+        tracing::info!(
+            took_ms = start.elapsed().as_millis(),
+            "cluster: drained, the L4 tier sends no new flow here"
+        );
+    } else {
+        tracing::warn!(?limit, "cluster: an L4 tier still lists this node; stopping anyway");
     }
 }
 

@@ -5,6 +5,7 @@
 //! problem cannot happen: nothing is read faster than the other side takes it).
 
 use crate::floor::buf::IoBuf;
+use crate::floor::clock;
 use crate::floor::failure::{Failure, Refusal};
 use crate::floor::io::{read_some, write_all_parts, IoFail};
 use crate::floor::persist::OnResponse;
@@ -19,7 +20,6 @@ use http1::{BodyError, BodyScanner};
 use std::cell::Cell;
 use std::pin::pin;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::time::Instant;
 
 /// Why streaming the request body stopped early.
 enum PumpFail {
@@ -68,7 +68,7 @@ impl<'a> Txn<'a> {
             let pump = pump_body(&mut cr, cbuf, &mut sw, &mut body, snap, &body_bytes);
             race(reply, async {
                 let pumped = pump.await;
-                body_sent.set(Some(Instant::now()));
+                body_sent.set(Some(clock::now()));
                 pumped
             })
             .await
@@ -94,7 +94,7 @@ impl<'a> Txn<'a> {
             cbuf.grow();
             body.scan(cbuf.filled()).map_err(|e| Failure::client(Some(body_refusal(stats, e))))?
         };
-        let deadline = Instant::now() + self.snap.config.timeouts.server_response;
+        let deadline = clock::now() + self.snap.config.timeouts.server_response;
         let parts = [self.s.req_out.as_slice(), &self.s.held, &cbuf.filled()[..first.consumed]];
         if write_all_parts(&mut up.stream, &parts, deadline).await.is_err() {
             stats.inc(Counter::ServerAborted);
@@ -194,7 +194,7 @@ where
     }
     loop {
         if cbuf.is_empty() {
-            match read_some(cr, cbuf, Instant::now() + t.client_io).await {
+            match read_some(cr, cbuf, clock::now() + t.client_io).await {
                 Ok(0) | Err(IoFail::Io) => return Err(PumpFail::ClientGone),
                 Ok(_) => {}
                 Err(IoFail::Timeout) => return Err(PumpFail::ClientTimeout),
@@ -202,7 +202,7 @@ where
         }
         let scan = body.scan(cbuf.filled()).map_err(PumpFail::Body)?;
         let chunk = &cbuf.filled()[..scan.consumed];
-        let deadline = Instant::now() + t.server_response;
+        let deadline = clock::now() + t.server_response;
         write_all_parts(sw, &[chunk], deadline).await.map_err(|_| PumpFail::ServerWrite)?;
         cbuf.consume(scan.consumed);
         forwarded.set(forwarded.get() + scan.consumed as u64);

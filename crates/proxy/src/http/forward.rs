@@ -103,6 +103,9 @@ impl<'a> Txn<'a> {
     /// One try on server `index`: connect (or reuse), then exchange.
     async fn attempt(&mut self, group: usize, index: usize, body: &BodyScanner) -> Result<bool, Failure> {
         let g = self.snap.group(group);
+        if g.server_protocol == config::ServerProtocol::H2 {
+            return Box::pin(self.attempt_h2(group, index)).await;
+        }
         let prealloc = self.client.take_prealloc(g.servers[index].id);
         let pool = self.client.pool_take(g.reuse);
         let (worker, snap) = (self.worker, self.snap);

@@ -8,12 +8,13 @@
 //! | read head, admit | `head.rs` |
 //! | route (stickiness, rules, persistence: `upstream::decide`) | `route.rs` (`view.rs`: the rules' view) |
 //! | forward: choose, connect, learn; retries | `forward.rs` |
-//! | exchange (request body up, response down) | `exchange.rs`, `reply.rs` |
+//! | exchange (request body up, response down) | `exchange.rs`, `reply.rs`; `exchange_h2.rs` toward HTTP/2 servers |
 //! | the switch's own answers | `respond.rs` |
 //! | record and log | `txn.rs` → `observe::record` |
 
 mod client;
 mod exchange;
+mod exchange_h2;
 mod forward;
 mod handoff;
 pub mod head;
@@ -21,7 +22,7 @@ mod log_notes;
 mod reply;
 mod respond;
 mod route;
-mod scratch;
+pub(crate) mod scratch;
 mod txn;
 pub mod view;
 

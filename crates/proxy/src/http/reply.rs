@@ -4,6 +4,7 @@
 //! gone to the client, a failure can only close the connection.
 
 use crate::floor::buf::IoBuf;
+use crate::floor::clock;
 use crate::floor::failure::{Failure, Refusal};
 use crate::floor::io::{read_some, write_all_parts, IoFail};
 use crate::floor::persist::OnResponse;
@@ -145,7 +146,19 @@ where
 /// Writes the response head for the client, with the persistence edits when the group has
 /// persistence.
 fn write_head(ctx: &ReplyCtx<'_>, head: &[u8], resp: &ResponseHead, rw: &ResponseRewrite, out: &mut Vec<u8>) {
-    let Some(persist) = &ctx.persist else {
+    write_head_with(ctx.persist.as_ref(), head, resp, rw, out);
+}
+
+/// Writes a response head for the client, with `persist`'s edits (also for the answers of
+/// HTTP/2 servers, `exchange_h2`).
+pub(super) fn write_head_with(
+    persist: Option<&OnResponse<'_>>,
+    head: &[u8],
+    resp: &ResponseHead,
+    rw: &ResponseRewrite,
+    out: &mut Vec<u8>,
+) {
+    let Some(persist) = persist else {
         write_response_head(head, resp, rw, out);
         return;
     };
@@ -185,7 +198,7 @@ where
         // still streams (its own idle limits apply in the pump), waiting just goes on.
         let (deadline, body_sent) = match ctx.body_sent.and_then(Cell::get) {
             Some(sent) => (sent + ctx.server_timeout, true),
-            None => (Instant::now() + ctx.server_timeout, false),
+            None => (clock::now() + ctx.server_timeout, false),
         };
         match read_some(sr, sbuf, deadline).await {
             Err(IoFail::Timeout) if !body_sent && ctx.body_sent.is_some() => continue,
@@ -240,7 +253,7 @@ async fn forward_interim<CW: AsyncWrite + Unpin>(
     // HTTP/1.0 clients do not understand 1xx (RFC 9110 §15.2): drop it for them.
     if ctx.client_version == Version::Http11 {
         let head = &sbuf.filled()[..resp.head_len];
-        let deadline = Instant::now() + ctx.client_timeout;
+        let deadline = clock::now() + ctx.client_timeout;
         if write_all_parts(cw, &[head], deadline).await.is_err() {
             return Err(Failure::client(None));
         }
@@ -270,7 +283,7 @@ async fn forward_upgrade<CW: AsyncWrite + Unpin>(
     out.clear();
     write_response_head(sbuf.filled(), resp, &rw, out);
     sbuf.consume(resp.head_len);
-    let deadline = Instant::now() + ctx.client_timeout;
+    let deadline = clock::now() + ctx.client_timeout;
     if write_all_parts(cw, &[out], deadline).await.is_err() {
         return Err(Failure::client(None));
     }
@@ -319,7 +332,7 @@ where
         };
         let body = if dechunk { &[][..] } else { &sbuf.filled()[..consumed] };
         if !out.is_empty() || !body.is_empty() {
-            let deadline = Instant::now() + ctx.client_timeout;
+            let deadline = clock::now() + ctx.client_timeout;
             write_all_parts(cw, &[out, body], deadline).await.map_err(|_| Failure::client(None))?;
             outcome.bytes_out += (out.len() + body.len()) as u64;
             out.clear();
@@ -339,7 +352,7 @@ async fn read_body_bytes<SR: AsyncRead + Unpin>(
     ctx: &ReplyCtx<'_>,
     kind: BodyKind,
 ) -> Result<bool, Failure> {
-    match read_some(sr, sbuf, Instant::now() + ctx.server_timeout).await {
+    match read_some(sr, sbuf, clock::now() + ctx.server_timeout).await {
         Ok(0) if kind == BodyKind::UntilClose => Ok(true),
         Ok(0) | Err(IoFail::Io) => {
             ctx.stats.inc(Counter::ServerAborted);

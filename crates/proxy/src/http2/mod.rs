@@ -6,7 +6,8 @@
 //! answers, the access log and counters): the stream is translated to an HTTP/1.1 request,
 //! checked against smuggling on the way (`request`), piped into those phases
 //! (`floor::stream::Piped`), and the answer read back and translated (`response`).
-//! Streams of one connection run concurrently and may go to different servers.
+//! Streams of one connection run concurrently and may go to different servers, within
+//! the connection's memory bound (`floor::budget`).
 //!
 //! | part | file |
 //! |---|---|
@@ -14,16 +15,19 @@
 //! | bytes read before the wing took over (the preface) | `rewind.rs` |
 //! | one stream: the pipe, the request body, the answer | `stream.rs` |
 //! | h2 request → HTTP/1.1 head, with the smuggling checks | `request.rs` |
-//! | HTTP/1.1 response → h2 response | `response.rs` |
+//! | HTTP/1.1 response → h2 response (trailers included) | `response.rs` |
+//! | gRPC calls: recognised, refusals as gRPC statuses | `grpc.rs` |
 //!
 //! Why a pipe into the HTTP/1.1 phases rather than phases of its own: `docs/adr/`
 //! (HTTP/2 streams through the HTTP/1.1 phases).
 
+mod grpc;
 mod request;
 mod response;
 mod rewind;
 mod stream;
 
+use crate::floor::budget::Budget;
 use crate::floor::conns::{ConnState, Slot};
 use crate::floor::stats::{Counter, Stats};
 use crate::floor::stream::ClientStream;
@@ -43,6 +47,10 @@ const MAX_PENDING_RESETS: usize = 20;
 
 /// Streams the switch may reset for a client's errors before it closes the connection.
 const MAX_ERROR_RESETS: usize = 100;
+
+/// Streams a client may open while its connection is at its memory bound (each refused)
+/// before the connection is closed with ENHANCE_YOUR_CALM.
+const MAX_MEMORY_REFUSALS: usize = 20;
 
 /// Whether the TLS handshake chose HTTP/2 (ALPN `h2`).
 pub fn negotiated(stream: &ClientStream) -> bool {
@@ -74,6 +82,10 @@ pub(crate) struct Conn {
     pub id: u64,
     /// A stream of this connection has been answered by a server (`reuse = "safe"`).
     pub served: Cell<bool>,
+    /// What its streams may make the switch hold (`limits.h2_connection_bytes`).
+    pub budget: Rc<Budget>,
+    /// Streams refused because the budget was full.
+    memory_refusals: Cell<usize>,
     state: Slot,
 }
 
@@ -81,12 +93,15 @@ impl Conn {
     fn new(open: &Open, stream: &ClientStream, peer: SocketAddr, state: Slot) -> Conn {
         let local = stream.tcp().and_then(|t| t.local_addr().ok());
         let tls = stream.tls_facts().map(|(sni, version)| (sni.to_string(), version));
+        let limit = open.worker.shared.snapshot.load().config.limits.h2_connection_bytes;
         Conn {
             peer,
             local: local.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))),
             tls,
             id: open.worker.client_id(),
             served: Cell::new(false),
+            budget: Budget::new(limit),
+            memory_refusals: Cell::new(0),
             state,
         }
     }
@@ -121,6 +136,13 @@ where
                     rapid_reset(worker, &conn, &mut h2);
                     streams.abort_all();
                     closing = true;
+                }
+                Some(Ok((_, mut respond))) if conn.budget.full() => {
+                    if over_budget(worker, &conn, &mut respond) {
+                        h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                        streams.abort_all();
+                        closing = true;
+                    }
                 }
                 Some(Ok((req, respond))) => {
                     worker.shared.stats.inc(Counter::H2Streams);
@@ -212,6 +234,24 @@ where
     worker.shared.stats.inc(Counter::H2ConnectionErrors);
     tracing::warn!(client = %conn.peer, "HTTP/2 client reset streams faster than they ended; connection closed");
     h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+}
+
+/// A stream opened while the connection holds all the switch gives it
+/// (`limits.h2_connection_bytes`): reset ENHANCE_YOUR_CALM, counted and logged. True when
+/// the client has done so `MAX_MEMORY_REFUSALS` times: the connection is to end.
+fn over_budget(worker: &Worker, conn: &Conn, respond: &mut h2::server::SendResponse<bytes::Bytes>) -> bool {
+    worker.shared.stats.inc(Counter::H2MemoryLimit);
+    respond.send_reset(h2::Reason::ENHANCE_YOUR_CALM);
+    let refused = conn.memory_refusals.get() + 1;
+    conn.memory_refusals.set(refused);
+    let held = conn.budget.held();
+    tracing::info!(client = %conn.peer, held, "HTTP/2 connection at its memory bound; stream refused");
+    if refused < MAX_MEMORY_REFUSALS {
+        return false;
+    }
+    worker.shared.stats.inc(Counter::H2ConnectionErrors);
+    tracing::warn!(client = %conn.peer, "HTTP/2 client kept opening streams at its memory bound; connection closed");
+    true
 }
 
 /// A connection that ended in error: counted and logged when the client broke the

@@ -4,10 +4,13 @@
 //! frames as the client's flow control allows. A client that opens no window within
 //! `client_io` (a zero-window stall) has its stream reset.
 
+use crate::floor::fields::parse_trailer_section;
 use crate::floor::stats::{Counter, Stats};
+use crate::http2::grpc;
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::SendStream;
+use http::HeaderMap;
 use http1::{BodyKind, BodyScanner, HeadLimits, Parse, ResponseHead};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -34,6 +37,8 @@ pub struct RelayCtx<'a> {
     pub limits: HeadLimits,
     pub is_head: bool,
     pub client_io: Duration,
+    /// The request is a gRPC call: an answer other than `200` goes out as a gRPC status.
+    pub grpc: bool,
 }
 
 /// Reads the answer from `pipe` and sends it on `respond`.
@@ -46,6 +51,9 @@ pub async fn relay<R: AsyncRead + Unpin>(
     let mut head = ResponseHead::new();
     if final_head(pipe, &mut buf, &mut head, ctx).await.is_none() {
         return Relayed::NoAnswer;
+    }
+    if ctx.grpc && head.status != 200 {
+        return grpc_status(pipe, &mut buf, &head, respond, ctx).await;
     }
     let response = translate(&buf, &head);
     let no_body = head.body == BodyKind::None;
@@ -124,11 +132,12 @@ async fn body<R: AsyncRead + Unpin>(
 ) -> Relayed {
     let mut scanner = BodyScanner::new(kind, u64::MAX);
     let mut data = Vec::new();
+    let mut trailer = Vec::new();
     loop {
         let (consumed, done) = if buf.is_empty() {
             (0, false)
         } else {
-            match scanner.scan_data(buf, |d| data.extend_from_slice(d)) {
+            match scanner.scan_parts(buf, |d| data.extend_from_slice(d), |b| trailer.push(b)) {
                 Ok(scan) => (scan.consumed, scan.done),
                 Err(_) => return reset(send, Relayed::Broken),
             }
@@ -138,21 +147,61 @@ async fn body<R: AsyncRead + Unpin>(
             return reset(send, Relayed::Broken);
         }
         if done {
-            return end(send);
+            return end(send, parse_trailer_section(&trailer));
         }
         match pipe.read_buf(buf).await {
-            Ok(0) if kind == BodyKind::UntilClose => return end(send),
+            Ok(0) if kind == BodyKind::UntilClose => return end(send, HeaderMap::new()),
             Ok(0) | Err(_) => return reset(send, Relayed::NoAnswer),
             Ok(_) => {}
         }
     }
 }
 
-fn end(send: &mut SendStream<Bytes>) -> Relayed {
-    match send.send_data(Bytes::new(), true) {
+/// Ends the stream: with its trailers (a chunked answer's trailer section: gRPC's
+/// `grpc-status`), else an empty DATA frame.
+fn end(send: &mut SendStream<Bytes>, trailers: HeaderMap) -> Relayed {
+    let ended =
+        if trailers.is_empty() { send.send_data(Bytes::new(), true) } else { send.send_trailers(trailers) };
+    match ended {
         Ok(()) => Relayed::Complete,
         Err(_) => Relayed::Broken,
     }
+}
+
+/// A gRPC call answered with another status than `200`: the answer becomes a gRPC status,
+/// trailers-only; a short plain body (the switch's own reason) goes in `grpc-message`.
+async fn grpc_status<R: AsyncRead + Unpin>(
+    pipe: &mut R,
+    buf: &mut Vec<u8>,
+    head: &ResponseHead,
+    respond: &mut SendResponse<Bytes>,
+    ctx: &RelayCtx<'_>,
+) -> Relayed {
+    let reason = short_body(pipe, buf, head).await;
+    let reason = reason.as_deref().map(str::trim).filter(|r| !r.is_empty());
+    let phrase = http::StatusCode::from_u16(head.status).ok().and_then(|s| s.canonical_reason());
+    let response = grpc::trailers_only(head.status, reason.or(phrase).unwrap_or("error"));
+    ctx.stats.inc(Counter::GrpcStatusAnswers);
+    match respond.send_response(response, true) {
+        Ok(_) => Relayed::Complete,
+        Err(_) => Relayed::Broken,
+    }
+}
+
+/// The body of an answer when it is short text with a length (the switch's refusals are).
+async fn short_body<R: AsyncRead + Unpin>(
+    pipe: &mut R,
+    buf: &mut Vec<u8>,
+    head: &ResponseHead,
+) -> Option<String> {
+    let BodyKind::Length(n) = head.body else { return None };
+    let end = head.head_len + usize::try_from(n).ok().filter(|n| *n <= 512)?;
+    while buf.len() < end {
+        if pipe.read_buf(buf).await.ok()? == 0 {
+            return None;
+        }
+    }
+    String::from_utf8(buf[head.head_len..end].to_vec()).ok()
 }
 
 fn reset(send: &mut SendStream<Bytes>, why: Relayed) -> Relayed {

@@ -4,11 +4,14 @@
 //! relayed back (`response`). The three run together, so a server that answers before the
 //! body is whole, or a large body in either direction, never deadlocks.
 
+use crate::floor::budget::{Charge, Metered};
 use crate::floor::conns::{ConnState, Watch};
+use crate::floor::fields::write_chunked_end;
 use crate::floor::stats::Counter;
 use crate::floor::stream::{ClientStream, Piped};
 use crate::floor::worker::{BusyGuard, Worker};
 use crate::http::Client;
+use crate::http2::grpc;
 use crate::http2::request::{self, Framing, Refused, Translated};
 use crate::http2::response::{self, RelayCtx, Relayed};
 use crate::http2::Conn;
@@ -38,9 +41,12 @@ pub async fn serve(
         Ok(t) => t,
         Err(r) => return refuse(&worker, &conn, listener, &req, &mut respond, r),
     };
+    // The header block is held while the stream runs; the pipes hold what passes.
+    let _head = Charge::new(&conn.budget, t.head.len());
     let snap = worker.shared.snapshot.load_full();
     let (mine, theirs) = tokio::io::duplex(PIPE_BYTES);
-    let mut client = piped_client(&conn, theirs);
+    let mine = Metered::new(mine, &conn.budget);
+    let mut client = piped_client(&conn, Metered::new(theirs, &conn.budget));
     let phases = async {
         crate::http::serve_piped(&worker, listener, &mut client).await;
         if client.served {
@@ -54,6 +60,7 @@ pub async fn serve(
         limits: snap.head_limits,
         is_head: t.is_head,
         client_io: snap.config.timeouts.client_io,
+        grpc: grpc::is_grpc(req.headers()),
     };
     let exchange = async {
         let upload = upload(pw, t, req.into_body(), &worker, snap.config.timeouts.client_io);
@@ -73,7 +80,7 @@ pub async fn serve(
 
 /// The stream as a client connection of the HTTP/1.1 phases: the real connection's
 /// address, TLS facts, pool id and `served`; busy from the start (never evicted).
-fn piped_client(conn: &Conn, io: tokio::io::DuplexStream) -> Client {
+fn piped_client(conn: &Conn, io: Metered<tokio::io::DuplexStream>) -> Client {
     let piped = Piped { io, local: conn.local, tls: conn.tls.clone() };
     Client {
         stream: ClientStream::Piped(Box::new(piped)),
@@ -117,7 +124,6 @@ async fn upload<W: AsyncWrite + Unpin>(
         if matches!(t.framing, Framing::Length(n) if sent > n) || t.framing == Framing::None {
             return length_mismatch(worker);
         }
-        let _ = body.flow_control().release_capacity(data.len());
         let written = match t.framing {
             Framing::Chunked => {
                 request::chunk(&data, &mut chunk);
@@ -128,10 +134,19 @@ async fn upload<W: AsyncWrite + Unpin>(
         if written.is_err() {
             return;
         }
+        // Only now may the client send more: what waits for the pipe (the connection's
+        // budget full) stays within the flow-control window.
+        let _ = body.flow_control().release_capacity(data.len());
     }
     match t.framing {
         Framing::Length(n) if sent != n => length_mismatch(worker),
-        Framing::Chunked => drop(pw.write_all(b"0\r\n\r\n").await),
+        Framing::Chunked => {
+            // The request's trailers (after its DATA), as the chunked trailer section.
+            let trailers = tokio::time::timeout(client_io, body.trailers()).await;
+            chunk.clear();
+            write_chunked_end(trailers.ok().and_then(Result::ok).flatten().as_ref(), &mut chunk);
+            let _ = pw.write_all(&chunk).await;
+        }
         _ => {}
     }
 }
@@ -164,6 +179,12 @@ fn refuse(
     let stats = &worker.shared.stats;
     stats.inc(if r.status == 501 { Counter::NotImplemented } else { Counter::H2Refused });
     tracing::info!(client = %conn.peer, status = r.status, reason = r.reason, "HTTP/2 request refused");
+    if grpc::is_grpc(req.headers()) {
+        stats.inc(Counter::GrpcStatusAnswers);
+        let _ = respond.send_response(grpc::trailers_only(r.status, r.reason), true);
+        let outcome = Outcome { status: r.status, error: Some(r.reason), ..Outcome::default() };
+        return log_refusal(worker, conn, listener, req, started, &outcome);
+    }
     let body = Bytes::from(format!("{}\n", r.reason));
     let response = http::Response::builder()
         .status(r.status)

@@ -31,6 +31,18 @@ const FIELD_CASES: &[(&str, &str, &str, bool)] = &[
     ("srcip == \"192.0.2.10\" && srcport == 40000", "/", "", true),
     ("dstip == \"198.51.100.1\" && dstport == \"80\"", "/", "", true),
     ("bodylen == 0", "/", "", true),
+    // gRPC calls: service and method from the path, only with a gRPC content-type.
+    (
+        "grpc.service == \"shop.Cart\" && grpc.method == \"Add\"",
+        "/shop.Cart/Add",
+        "Content-Type: application/grpc\r\n",
+        true,
+    ),
+    ("grpc.method == \"Add\"", "/shop.Cart/Add", "Content-Type: application/grpc+proto\r\n", true),
+    ("exists(grpc.service)", "/shop.Cart/Add", "Content-Type: application/json\r\n", false),
+    ("exists(grpc.method)", "/shop.Cart/Add", "", false),
+    ("exists(grpc.method)", "/shop.Cart/Add/x", "Content-Type: application/grpc\r\n", false),
+    ("exists(grpc.service)", "/Add", "Content-Type: application/grpc\r\n", false),
     ("inNet(srcip, \"192.0.2.0/24\")", "/", "", true),
     ("inNet(srcip, \"192.0.3.0/24\")", "/", "", false),
     ("inNet(header(\"x-real-ip\"), \"2001:db8::/32\")", "/", "X-Real-IP: 2001:db8::7\r\n", true),
