@@ -66,6 +66,7 @@ pub(crate) async fn add(ctx: &Ctx, body: &[u8]) -> Response {
         state,
         // Added at run time without an agent: served two-way on one-way listeners too.
         handoff: None,
+        local_addr: None,
     };
     let why = format!("admin: add server {}/{}", new.group, server.name);
     match commit(ctx, &why, |c| edit::add_server(c, &new.group, server)).await {

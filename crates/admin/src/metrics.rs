@@ -431,6 +431,11 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
         AgentReports => (agents, agents_help, Some(("result", "applied"))),
         AgentReportsRejected => (agents, agents_help, Some(("result", "rejected"))),
         ClusterCapacities => (agents, agents_help, Some(("result", "from_cluster"))),
+        ClusterAssignments => (
+            "cswitch_cluster_assignments",
+            "Assignments of learning schedulers (htrr, lard) other cluster nodes made, applied here",
+            None,
+        ),
         ClusterTlsSessions => (
             "cswitch_cluster_tls_sessions",
             "TLS session IDs other cluster nodes saw issued, applied here",

@@ -23,6 +23,7 @@
 //! Entries hold member indices; `rebuild` remaps them by name, so reordering the group
 //! moves nothing.
 
+use crate::journal::Journal;
 use crate::keyhash::{eligible_at, key_hash, NoKey};
 use crate::{Candidate, Member, Params, Scheduler};
 
@@ -55,6 +56,8 @@ pub(crate) struct HashTableRoundRobin {
     names: Vec<String>,
     /// Assigns new keys, and picks for requests without a key.
     rr: NoKey,
+    /// New and changed assignments, for a cluster to share.
+    journal: Journal,
 }
 
 impl HashTableRoundRobin {
@@ -114,11 +117,36 @@ impl Scheduler for HashTableRoundRobin {
             let remembered = set.0[w].member as usize;
             let member = if eligible_at(servers, remembered) { remembered } else { self.rr.pick(servers)? };
             set.promote(w, Entry { tag, member: member as u32 });
+            if member != remembered {
+                self.journal.note(hash, member);
+            }
             return Some(member);
         }
         let member = self.rr.pick(servers)?;
         set.insert(Entry { tag, member: member as u32 });
+        self.journal.note(hash, member);
         Some(member)
+    }
+
+    fn keep_learned(&mut self) {
+        self.journal.start();
+    }
+
+    fn drain_learned(&mut self, out: &mut Vec<(u64, usize)>) {
+        self.journal.drain(out);
+    }
+
+    fn teach(&mut self, hash: u64, member: usize) {
+        let Ok(member) = u32::try_from(member) else { return };
+        if self.sets.is_empty() || member as usize >= self.names.len() {
+            return;
+        }
+        let set = &mut self.sets[(hash as usize) & (SETS - 1)];
+        let tag = (hash >> 32) as u32;
+        match set.0.iter().position(|e| e.member != FREE && e.tag == tag) {
+            Some(w) => set.promote(w, Entry { tag, member }),
+            None => set.insert(Entry { tag, member }),
+        }
     }
 
     fn shares_state(&self) -> bool {
@@ -130,6 +158,31 @@ impl Scheduler for HashTableRoundRobin {
 mod tests {
     use super::*;
     use crate::testutil::{members, up};
+
+    #[test]
+    fn htrr_journals_new_keys_and_learns_others() {
+        let (mut a, mut b) =
+            (HashTableRoundRobin::new(&Params::default()), HashTableRoundRobin::new(&Params::default()));
+        a.rebuild(&members(&["a", "b", "c"]));
+        b.rebuild(&members(&["a", "b", "c"]));
+        a.keep_learned();
+        let servers = [up(), up(), up()];
+        let picked: Vec<_> =
+            ["/1", "/2", "/3"].iter().map(|k| a.pick(&servers, Some(k.as_bytes()))).collect();
+        let mut learned = Vec::new();
+        a.drain_learned(&mut learned);
+        assert_eq!(learned.len(), 3);
+        // b's round robin starts elsewhere; taught, it answers as a did.
+        b.pick(&servers, None);
+        for (hash, member) in learned {
+            b.teach(hash, member);
+        }
+        let at_b: Vec<_> = ["/1", "/2", "/3"].iter().map(|k| b.pick(&servers, Some(k.as_bytes()))).collect();
+        assert_eq!(at_b, picked);
+        let mut again = Vec::new();
+        b.drain_learned(&mut again);
+        assert!(again.is_empty(), "b does not journal (it was not asked to)");
+    }
 
     #[test]
     fn first_sight_round_robin_then_remembered() {

@@ -37,6 +37,7 @@ use std::collections::HashMap;
 
 use xxhash_rust::xxh3::xxh3_64;
 
+use crate::journal::Journal;
 use crate::lc::pick_least;
 use crate::rr::eligible;
 use crate::{Candidate, Member, Params, Scheduler};
@@ -55,11 +56,12 @@ const STABLE_TURNOVERS: u32 = 16;
 pub(crate) struct Lard {
     table: Table<u32>,
     load: Load,
+    journal: Journal,
 }
 
 impl Lard {
     pub(crate) fn new(params: &Params) -> Self {
-        Lard { table: Table::default(), load: Load::new(params) }
+        Lard { table: Table::default(), load: Load::new(params), journal: Journal::default() }
     }
 }
 
@@ -80,18 +82,36 @@ impl Scheduler for Lard {
             let n = self.load.least(servers)?;
             if let Some(stored) = index(n) {
                 *server = stored;
+                self.journal.note(hash, n);
             }
             return Some(n);
         }
         let n = self.load.least(servers)?;
         if let Some(stored) = index(n) {
             self.table.insert(hash, stored);
+            self.journal.note(hash, n);
         }
         Some(n)
     }
 
     fn shares_state(&self) -> bool {
         true
+    }
+
+    fn keep_learned(&mut self) {
+        self.journal.start();
+    }
+
+    fn drain_learned(&mut self, out: &mut Vec<(u64, usize)>) {
+        self.journal.drain(out);
+    }
+
+    fn teach(&mut self, hash: u64, member: usize) {
+        let Some(stored) = index(member).filter(|_| member < self.load.members()) else { return };
+        match self.table.get(hash) {
+            Some(server) => *server = stored,
+            None => self.table.insert(hash, stored),
+        }
     }
 }
 
@@ -100,11 +120,12 @@ impl Scheduler for Lard {
 pub(crate) struct LardReplicated {
     table: Table<Replicas>,
     load: Load,
+    journal: Journal,
 }
 
 impl LardReplicated {
     pub(crate) fn new(params: &Params) -> Self {
-        LardReplicated { table: Table::default(), load: Load::new(params) }
+        LardReplicated { table: Table::default(), load: Load::new(params), journal: Journal::default() }
     }
 }
 
@@ -133,6 +154,7 @@ impl Scheduler for LardReplicated {
                 let mut set = Replicas::default();
                 set.push(stored);
                 self.table.insert(hash, set);
+                self.journal.note(hash, n);
             }
             return Some(n);
         };
@@ -156,6 +178,7 @@ impl Scheduler for LardReplicated {
                     }
                     set.push(stored);
                     set.stable = 0;
+                    self.journal.note(hash, p);
                 }
                 Some(p)
             }
@@ -164,6 +187,34 @@ impl Scheduler for LardReplicated {
 
     fn shares_state(&self) -> bool {
         true
+    }
+
+    fn keep_learned(&mut self) {
+        self.journal.start();
+    }
+
+    fn drain_learned(&mut self, out: &mut Vec<(u64, usize)>) {
+        self.journal.drain(out);
+    }
+
+    /// Another node's replica joins the target's set (a new target starts with it).
+    fn teach(&mut self, hash: u64, member: usize) {
+        let Some(stored) = u16::try_from(member).ok().filter(|_| member < self.load.members()) else {
+            return;
+        };
+        match self.table.get(hash) {
+            Some(set) if set.contains(stored) => {}
+            Some(set) if usize::from(set.len) == MAX_REPLICAS => {
+                set.remove(0);
+                set.push(stored);
+            }
+            Some(set) => set.push(stored),
+            None => {
+                let mut set = Replicas::default();
+                set.push(stored);
+                self.table.insert(hash, set);
+            }
+        }
     }
 }
 
@@ -243,6 +294,11 @@ struct Load {
 }
 
 impl Load {
+    /// Members at the last rebuild.
+    fn members(&self) -> usize {
+        self.names.len()
+    }
+
     fn new(params: &Params) -> Self {
         Load {
             low: params.lard_low,
@@ -403,6 +459,26 @@ mod tests {
 
     fn members(names: &[&'static str]) -> Vec<Member<'static>> {
         names.iter().map(|&name| Member { name, weight: 1, maxconn: 0 }).collect()
+    }
+
+    #[test]
+    fn lard_journals_its_assignments_and_learns_others() {
+        let mut a = Lard::new(&Params::default());
+        let mut b = Lard::new(&Params::default());
+        let names = members(&["s1", "s2", "s3"]);
+        a.rebuild(&names);
+        b.rebuild(&names);
+        a.keep_learned();
+        let servers = [load(5), load(0), load(9)];
+        assert_eq!(a.pick(&servers, Some(b"/x")), Some(1));
+        let mut learned = Vec::new();
+        a.drain_learned(&mut learned);
+        assert_eq!(learned, [(xxh3_64(b"/x"), 1)]);
+        for (hash, member) in learned {
+            b.teach(hash, member);
+        }
+        // b, left alone, would pick its least loaded (s3 here); taught, it follows a.
+        assert_eq!(b.pick(&[load(5), load(4), load(0)], Some(b"/x")), Some(1));
     }
 
     #[test]

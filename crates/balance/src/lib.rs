@@ -19,7 +19,7 @@
 //! `p2c.rs`, `rng.rs`; hashing: `keyhash.rs` (the stable key hashes), `md5.rs`,
 //! `consistent.rs` (with bounded load), `carp.rs`, `modch.rs`, `htrr.rs`, `maglev.rs`,
 //! `jump.rs`; locality: `lard.rs` (LARD and LARD/R), `cap.rs`, `sieve.rs`; `params.rs`
-//! (the tunables); `persist/` (session persistence: stick tables, cookie modes). Every scheduler skips servers that are unusable or have weight 0,
+//! (the tunables); `journal.rs` (learned assignments kept for a cluster to share); `persist/` (session persistence: stick tables, cookie modes). Every scheduler skips servers that are unusable or have weight 0,
 //! returns `None` when none is left, and never allocates in `pick`.
 
 mod cap;
@@ -27,6 +27,7 @@ mod carp;
 mod consistent;
 mod first;
 mod htrr;
+mod journal;
 mod jump;
 mod keyhash;
 mod lard;
@@ -96,6 +97,18 @@ pub trait Scheduler: Send {
     fn shares_state(&self) -> bool {
         false
     }
+
+    /// Starts keeping the assignments this scheduler learns, for
+    /// [`Scheduler::drain_learned`] (a cluster shares them). Learning schedulers only.
+    fn keep_learned(&mut self) {}
+
+    /// Moves the assignments learned since the last call — (key hash, member index), the
+    /// hash being XXH3 of the key, alike on every node — to `out`.
+    fn drain_learned(&mut self, _out: &mut Vec<(u64, usize)>) {}
+
+    /// Another node learned that the key whose hash is `hash` goes to `member`: remember
+    /// it, as if this scheduler had decided it (not journaled again).
+    fn teach(&mut self, _hash: u64, _member: usize) {}
 }
 
 macro_rules! kinds {

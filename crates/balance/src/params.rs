@@ -18,6 +18,10 @@ pub struct Params {
     pub cap_classes: Vec<CapClass>,
     /// SIEVE's extra hash functions (`f` in L = log₂ n' + f).
     pub sieve_extra_functions: u32,
+    /// SIEVE builds its table from the current members and capacities alone, not from
+    /// the history of its rebuilds, so every node of a cluster places a key alike
+    /// (HashNAT). Not a config key: the proxy sets it when the config has `[cluster]`.
+    pub sieve_canonical: bool,
 }
 
 /// One CAP class: a name and the patterns that put a request in it. A pattern starting
@@ -53,6 +57,7 @@ impl Default for Params {
                 class("dynamic", &[]),
             ],
             sieve_extra_functions: 2,
+            sieve_canonical: false,
         }
     }
 }

@@ -10,7 +10,11 @@
 //! - `lck/<group>\t<cookie value>`: `<server> <wall ms>`, a session cookie a server set
 //!   (persistence `learn`); a tab because neither names nor cookie values hold one;
 //! - `tls/<session ID in hex>`: `<group>/<server> <wall ms>`, a TLS session ID a server
-//!   issued (passthrough listeners).
+//!   issued (passthrough listeners);
+//! - `lt/<group>\t<key hash, 16 hex digits>`: `<server> <wall ms>`, an assignment a learning
+//!   scheduler (`htrr`, `lard`, `lard_r`) made: the key's XXH3, alike on every node;
+//! - `act/<group>\t<server>`: `<count>`, this node's requests in flight to a server that has
+//!   a `maxconn` (cluster-wide admission, `admission.rs`); rewritten when it changes.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -21,6 +25,8 @@ pub(crate) const CAP_PREFIX: &str = "cap/";
 pub(crate) const STICKY_PREFIX: &str = "sip/";
 pub(crate) const LEARNED_PREFIX: &str = "lck/";
 pub(crate) const TLS_PREFIX: &str = "tls/";
+pub(crate) const ACTIVE_PREFIX: &str = "act/";
+pub(crate) const SCHED_PREFIX: &str = "lt/";
 
 /// Milliseconds since the epoch (0 if the clock is before it).
 pub(crate) fn wall_ms() -> u64 {
@@ -137,6 +143,40 @@ pub(crate) fn parse_tls(key: &str, value: &str) -> Option<(TlsSession, u64)> {
     Some((TlsSession { id, group: group.into(), server: server.into() }, at.parse().ok()?))
 }
 
+/// An assignment a learning scheduler made on one node: the key (by its hash) and server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Learned {
+    /// The group's name.
+    pub group: String,
+    /// XXH3 of the request's hash key.
+    pub hash: u64,
+    /// The server's name in that group.
+    pub server: String,
+}
+
+pub(crate) fn sched_key(group: &str, hash: u64) -> String {
+    format!("{SCHED_PREFIX}{group}\t{hash:016x}")
+}
+
+/// An `lt/…` entry and when its origin learned it.
+pub(crate) fn parse_sched(key: &str, value: &str) -> Option<(Learned, u64)> {
+    let (group, hash) = key.strip_prefix(SCHED_PREFIX)?.rsplit_once('\t')?;
+    let (server, at) = value.rsplit_once(' ')?;
+    let entry =
+        Learned { group: group.into(), hash: u64::from_str_radix(hash, 16).ok()?, server: server.into() };
+    Some((entry, at.parse().ok()?))
+}
+
+pub(crate) fn active_key(group: &str, server: &str) -> String {
+    format!("{ACTIVE_PREFIX}{group}\t{server}")
+}
+
+/// An `act/…` entry: (group, server) and the origin's in-flight count.
+pub(crate) fn parse_active<'a>(key: &'a str, value: &str) -> Option<(&'a str, &'a str, u32)> {
+    let (group, server) = key.strip_prefix(ACTIVE_PREFIX)?.split_once('\t')?;
+    Some((group, server, value.parse().ok()?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +206,21 @@ mod tests {
         let entry = TlsSession { id: vec![0, 0xab, 0x7f], group: "g".into(), server: "s".into() };
         assert_eq!(parse_tls(&k, "g/s 4"), Some((entry, 4)));
         assert_eq!(parse_tls("tls/0ab", "g/s 4"), None);
+    }
+
+    #[test]
+    fn a_learned_assignment_round_trips() {
+        let k = sched_key("web", 0xab);
+        assert_eq!(k, "lt/web\t00000000000000ab");
+        let entry = Learned { group: "web".into(), hash: 0xab, server: "s1".into() };
+        assert_eq!(parse_sched(&k, "s1 3"), Some((entry, 3)));
+    }
+
+    #[test]
+    fn an_active_count_round_trips() {
+        let k = active_key("web/a", "s1");
+        assert_eq!(parse_active(&k, "7"), Some(("web/a", "s1", 7)));
+        assert_eq!(parse_active(&k, "x"), None);
     }
 
     #[test]

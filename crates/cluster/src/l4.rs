@@ -267,6 +267,7 @@ mod tests {
             sticky_ip: 0,
             learned_cookies: 0,
             tls_sessions: 0,
+            assignments: 0,
             serving,
             runs_l4: false,
             l4_targets: Vec::new(),

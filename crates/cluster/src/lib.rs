@@ -7,7 +7,8 @@
 //! nodes publish to the switch through one callback. The switch and the admin API use only
 //! [`Cluster`] and [`View`]; nothing here knows the data plane.
 //!
-//! Layout: `node` (the thread, the tick: publish, observe, apply), `auth` (the sealed UDP
+//! Layout: `node` (the thread, the tick: publish, observe, apply), `admission` (cluster-wide
+//! `maxconn`: counts published, the others' summed), `auth` (the sealed UDP
 //! transport), `keys` (the gossip keys and their text; a leaf), `digest` (what a config
 //! digest covers), `view` (what operators see), `stats` (the transport's counters),
 //! `serving` (whether this node takes new flows: ready or draining), `l4` (the kernel L4
@@ -15,10 +16,11 @@
 //! `l4/host` what a host lacks to run it).
 //!
 //! Shared now: membership and liveness, config digests, agents' capacities, `STICKY_IP`
-//! entries, learned session cookies, TLS session IDs, whether each node takes flows from
-//! the L4 tier (`serve`) and, from a node running the tier, the nodes its kernel sends
-//! flows to. Not yet: learned scheduler tables, admission counts.
+//! entries, learned session cookies, TLS session IDs, learning schedulers' assignments,
+//! in-flight counts of servers with a `maxconn`, whether each node takes flows from the L4
+//! tier (`serve`) and, from a node running the tier, the nodes its kernel sends flows to.
 
+mod admission;
 mod auth;
 mod digest;
 mod keys;
@@ -28,8 +30,9 @@ mod serving;
 mod stats;
 mod view;
 
+pub use admission::{Admission, InFlight};
 pub use digest::config_digest;
-pub use keys::{LearnedCookie, StickyIp, TlsSession};
+pub use keys::{Learned, LearnedCookie, StickyIp, TlsSession};
 pub use l4::host::{missing as l4_missing, Lack};
 pub use l4::L4View;
 pub use node::Remote;
@@ -93,6 +96,15 @@ impl Cluster {
     /// (`timeouts.tls_session`).
     pub fn publish_tls_session(&self, entry: &TlsSession, lifetime: std::time::Duration) {
         self.inner.publish_tls_session(entry, lifetime);
+    }
+
+    /// Shares assignments of a learning scheduler (`htrr`, `lard`, `lard_r`); each is
+    /// withdrawn from the gossip after `lifetime` (nodes that took it keep it in their
+    /// tables).
+    pub fn publish_assignments(&self, entries: &[Learned], lifetime: std::time::Duration) {
+        for entry in entries {
+            self.inner.publish_assignment(entry, lifetime);
+        }
     }
 
     /// Says whether the L4 tier may send this node new flows: [`Serving::Ready`] once its

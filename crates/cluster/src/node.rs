@@ -1,10 +1,11 @@
 //! The running member: chitchat on its own thread and single-threaded runtime (away from
 //! the workers), and a tick that publishes this node's state (config digest, beat, the
-//! capacities its agents reported), hands fresh capacities from other nodes to the switch,
-//! and refreshes the operator's [`View`].
+//! capacities its agents reported, its in-flight counts), hands fresh capacities and the
+//! others' counts to the switch, and refreshes the operator's [`View`].
 
+use crate::admission::{self, Admission, InFlight};
 use crate::auth::SealedUdp;
-use crate::keys::{self, wall_ms, LearnedCookie, StickyIp, TlsSession};
+use crate::keys::{self, wall_ms, Learned, LearnedCookie, StickyIp, TlsSession};
 use crate::serving::{self, Serving};
 use crate::stats::Stats;
 use crate::view::{NodeView, View};
@@ -27,6 +28,15 @@ pub trait Remote: Send + Sync {
     fn learned_cookie(&self, entry: &LearnedCookie, age: Duration);
     /// A server behind another node issued a TLS session ID (passthrough).
     fn tls_session(&self, entry: &TlsSession, age: Duration);
+    /// A learning scheduler on another node assigned a key to a server.
+    fn learned(&self, _entry: &Learned) {}
+    /// This node's requests in flight to each server with a `maxconn` (read every tick,
+    /// published when changed).
+    fn in_flight(&self) -> Vec<InFlight> {
+        Vec::new()
+    }
+    /// What the other live nodes hold (every tick): the switch sets its slot limits.
+    fn admission(&self, _others: &Admission) {}
 }
 
 /// Phi accrual's threshold. chitchat computes phi as silence / mean interval between
@@ -89,6 +99,12 @@ impl Inner {
         let now = wall_ms();
         let value = keys::sticky_value(&entry.group, &entry.server, now);
         self.publish_withdrawn(keys::tls_key(&entry.id), value, now, lifetime);
+    }
+
+    pub(crate) fn publish_assignment(&self, entry: &Learned, lifetime: Duration) {
+        let now = wall_ms();
+        let value = format!("{} {now}", entry.server);
+        self.publish_withdrawn(keys::sched_key(&entry.group, entry.hash), value, now, lifetime);
     }
 
     /// An entry the origin deletes `lifetime` after `now`.
@@ -179,6 +195,7 @@ async fn drive(
 ) {
     let mut seen = Seen::default();
     let mut expiries: HashMap<String, u64> = HashMap::new();
+    let mut in_flight: HashMap<String, u32> = HashMap::new();
     let mut interval = tokio::time::interval(tick);
     loop {
         tokio::select! {
@@ -188,8 +205,11 @@ async fn drive(
         let chitchat = handle.chitchat();
         let mut c = chitchat.lock().await;
         publish(&mut c, inner, &mut expiries);
+        admission::publish(c.self_node_state(), &mut in_flight, remote.in_flight());
         let mut view = observe(&c, &mut seen, remote, inner);
+        let others = admit(&c);
         drop(c);
+        remote.admission(&others);
         if let Some(tier) = &inner.l4 {
             tier.offer(crate::l4::plan(tier.cfg(), &view.nodes));
             view.l4 = Some(tier.view());
@@ -229,6 +249,17 @@ fn publish(c: &mut Chitchat, inner: &Inner, expiries: &mut HashMap<String, u64>)
         state.set(serving::L4_TARGETS, tier.view().targets.join(","));
     }
     state.set(keys::BEAT, wall_ms());
+}
+
+/// The other live nodes' in-flight counts.
+fn admit(c: &Chitchat) -> Admission {
+    let me = c.self_chitchat_id();
+    let others: Vec<&ChitchatId> = c.live_nodes().filter(|id| *id != me).collect();
+    // Ties of name (a restarted node's generations) rank by generation: any fixed order
+    // every node computes alike will do.
+    let rank =
+        others.iter().filter(|id| (&id.node_id, id.generation_id) < (&me.node_id, me.generation_id)).count();
+    admission::collect(others.iter().filter_map(|id| c.node_state(id)), others.len() + 1, rank)
 }
 
 /// What this node has already taken from each other node.
@@ -301,6 +332,7 @@ fn observe(c: &Chitchat, seen: &mut Seen, remote: &dyn Remote, inner: &Inner) ->
             sticky_ip: state.iter_prefix(keys::STICKY_PREFIX).count(),
             learned_cookies: state.iter_prefix(keys::LEARNED_PREFIX).count(),
             tls_sessions: state.iter_prefix(keys::TLS_PREFIX).count(),
+            assignments: state.iter_prefix(keys::SCHED_PREFIX).count(),
             serving,
         });
     }
@@ -352,6 +384,11 @@ fn track(
         for (key, value) in new(keys::LEARNED_PREFIX) {
             if let Some((cookie, at)) = keys::parse_learned(key, &value.value) {
                 remote.learned_cookie(&cookie, age(at));
+            }
+        }
+        for (key, value) in new(keys::SCHED_PREFIX) {
+            if let Some((entry, _)) = keys::parse_sched(key, &value.value) {
+                remote.learned(&entry);
             }
         }
         for (key, value) in new(keys::TLS_PREFIX) {

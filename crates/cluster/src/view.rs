@@ -50,6 +50,8 @@ pub struct NodeView {
     pub learned_cookies: usize,
     /// How many TLS session IDs it shares.
     pub tls_sessions: usize,
+    /// How many learning schedulers' assignments (`htrr`, `lard`) it shares.
+    pub assignments: usize,
     /// Whether the L4 tier may send it new flows (`None`: it serves no listener).
     pub serving: Option<Serving>,
     /// Whether it runs the L4 tier (`[cluster.l4]`).

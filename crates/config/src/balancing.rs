@@ -73,6 +73,7 @@ pub(crate) fn params(t: &Table, sink: &mut Sink) -> Params {
         lard_high,
         cap_classes: cap_classes(t, sink).unwrap_or(d.cap_classes),
         sieve_extra_functions: int(sink, "sieve_extra_functions", d.sieve_extra_functions, 0..=16),
+        sieve_canonical: false,
     }
 }
 

@@ -411,6 +411,8 @@ fn server_fields(a: &Server, b: &Server) -> Vec<String> {
     field(&mut out, "maxconn", a.maxconn, b.maxconn);
     field(&mut out, "cookie", &a.cookie, &b.cookie);
     field(&mut out, "state", a.state.name(), b.state.name());
+    let local = |s: &Server| s.local_addr.map_or("none".to_string(), |l| l.to_string());
+    field(&mut out, "local_addr", local(a), local(b));
     let agent = |s: &Server| s.handoff.map_or("none".to_string(), |h| h.agent.to_string());
     field(&mut out, "agent", agent(a), agent(b));
     let mac =

@@ -143,6 +143,7 @@ servers = [{ name = "s1", addr = "127.0.0.1:9001" }]
             cookie: name.into(),
             state: ServerState::Ready,
             handoff: None,
+            local_addr: None,
         }
     }
 

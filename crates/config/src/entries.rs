@@ -114,6 +114,8 @@ pub(crate) struct ServerDraft {
     pub(crate) handoff: Option<crate::Handoff>,
     /// `agent` or `mac` is written (even if invalid, and reported as such).
     pub(crate) agent_written: bool,
+    /// HashNAT's `local_addr` (checked against `[cluster]` in `load`).
+    pub(crate) local_addr: Option<Located<SocketAddr>>,
 }
 
 impl ServerDraft {
@@ -127,6 +129,7 @@ impl ServerDraft {
             maxconn: self.maxconn,
             state: self.state,
             handoff: self.handoff,
+            local_addr: self.local_addr.map(|l| l.value),
         })
     }
 }
@@ -369,6 +372,10 @@ fn server(t: &Table, sink: &mut Sink) -> ServerDraft {
         state: health::server_state(t, sink),
         handoff: crate::oneway::handoff(t, sink),
         agent_written: t.has("agent") || t.has("mac"),
+        local_addr: t
+            .has("local_addr")
+            .then(|| socket_addr(t, sink, "local_addr", "\"127.0.0.1:80\"", addr::parse_server))
+            .flatten(),
     }
 }
 

@@ -82,7 +82,7 @@ pub(crate) const GROUP_KEYS: &[&str] = &[
     "server_protocol",
 ];
 pub(crate) const SERVER_KEYS: &[&str] =
-    &["name", "addr", "weight", "maxconn", "cookie", "state", "agent", "mac"];
+    &["name", "addr", "weight", "maxconn", "cookie", "state", "agent", "mac", "local_addr"];
 pub(crate) const PERSISTENCE_KEYS: &[&str] = &[
     "mode",
     "cookie",

@@ -71,6 +71,7 @@ fn walk(root: &Table, sink: &mut Sink, path: &Path) -> (Config, Refs) {
     let oneway = crate::oneway::section(root, sink, base);
     let cluster = crate::cluster::section(root, sink, base);
     checks::run(&listeners, &groups, admin.as_ref(), sink);
+    local_addrs_need_a_cluster(&groups, cluster.is_some(), sink);
     checks::oneway_listeners(&listeners, &groups, root.has("oneway"), sink);
     let mut refs = refs::collect(sink, &listeners, &groups, access_log_path.as_ref());
     refs.oneway = oneway.as_ref().map(|o| refs::Written {
@@ -96,6 +97,18 @@ fn walk(root: &Table, sink: &mut Sink, path: &Path) -> (Config, Refs) {
         cluster,
     };
     (config, refs)
+}
+
+/// A server's `local_addr` means something only to the cluster node named like the server.
+fn local_addrs_need_a_cluster(groups: &[GroupDraft], cluster: bool, sink: &mut Sink) {
+    if cluster {
+        return;
+    }
+    for local in groups.iter().flat_map(|g| &g.servers).filter_map(|s| s.local_addr.as_ref()) {
+        let hint = "add [cluster] (this node's name, gossip bind, seeds, key), or remove local_addr";
+        let message = "local_addr is for HashNAT in a cluster, and there is no [cluster]";
+        sink.error(&local.span, &local.key, message, Some(hint.into()));
+    }
 }
 
 fn listeners(root: &Table, sink: &mut Sink, base: &Path, optional: bool) -> Vec<ListenerDraft> {

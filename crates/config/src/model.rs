@@ -717,6 +717,20 @@ pub struct Server {
     pub state: ServerState,
     /// Its agent, for one-way listeners (`agent` and `mac`); `None`: served two-way.
     pub handoff: Option<Handoff>,
+    /// HashNAT (`docs/cluster.md`): on the node whose `[cluster] node` is this server's
+    /// name, requests go to this address (the host's own server) instead of `addr` (the
+    /// node's peer listener, which the other nodes forward to). Needs `[cluster]`.
+    pub local_addr: Option<SocketAddr>,
+}
+
+impl Server {
+    /// Where node `node` (its `[cluster] node`, if any) sends this server's requests.
+    pub fn connect_addr(&self, node: Option<&str>) -> SocketAddr {
+        match (self.local_addr, node) {
+            (Some(local), Some(node)) if node == self.name => local,
+            _ => self.addr,
+        }
+    }
 }
 
 /// A server's administrative state.

@@ -98,6 +98,41 @@ fn bad_names_binds_and_seeds_say_how_to_fix_them() {
     assert!(d.message.contains("token"), "{}", d.message);
 }
 
+const HASHNAT: &str = r#"[[listener]]
+name = "web"
+bind = "127.0.0.1:8080"
+default_group = "web"
+[[group]]
+name = "web"
+scheduler = "sieve"
+servers = [
+  { name = "cs1", addr = "10.0.0.1:8081", local_addr = "127.0.0.1:80" },
+  { name = "cs2", addr = "10.0.0.2:8081", local_addr = "127.0.0.1:80" },
+]
+"#;
+
+#[test]
+fn a_hashnat_server_is_reached_at_its_local_addr_on_its_own_node_only() {
+    let text = format!("{HASHNAT}[cluster]\nnode = \"cs1\"\nbind = \"127.0.0.2:7946\"\n");
+    let c = parse(&text, Path::new("/etc/cswitch/c.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let servers = &c.groups[0].servers;
+    assert_eq!(servers[0].local_addr, Some("127.0.0.1:80".parse().unwrap()));
+    assert_eq!(servers[0].connect_addr(Some("cs1")), "127.0.0.1:80".parse().unwrap());
+    assert_eq!(servers[1].connect_addr(Some("cs1")), "10.0.0.2:8081".parse().unwrap());
+    assert_eq!(servers[0].connect_addr(None), "10.0.0.1:8081".parse().unwrap());
+}
+
+#[test]
+fn local_addr_without_a_cluster_is_refused_where_it_is_written() {
+    let d = match parse(HASHNAT, Path::new("/etc/cswitch/c.toml")) {
+        Ok(c) => panic!("accepted: {c:?}"),
+        Err(Diagnostics(d)) => d,
+    };
+    assert_eq!(d.len(), 2, "{}", Diagnostics(d.clone()));
+    assert_eq!((d[0].line, d[0].col, d[0].key.as_str()), (9, 56, "group[0].servers[0].local_addr"));
+    assert!(d[0].hint.as_deref().unwrap_or("").contains("add [cluster]"), "{:?}", d[0].hint);
+}
+
 const NODE: &str = "[cluster]\nnode = \"l4\"\nbind = \"127.0.0.1:7946\"\n";
 
 #[test]

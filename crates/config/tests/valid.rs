@@ -85,6 +85,7 @@ fn server(name: &str, addr: &str, weight: u32, maxconn: u32) -> Server {
         cookie: name.into(),
         state: ServerState::Ready,
         handoff: None,
+        local_addr: None,
     }
 }
 

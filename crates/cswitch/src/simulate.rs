@@ -1,5 +1,6 @@
 //! `cswitch simulate`: replays a URL trace through the schedulers (crate `cswitch-sim`)
-//! and prints seed 002's tables, computed: imbalance, hit ratio, disk bytes, keys moved.
+//! and prints seed 002's tables, computed: imbalance, hit ratio, disk bytes, keys moved;
+//! with `--switches`, seed 002's throughput against servers behind 1..k switch nodes.
 
 use anyhow::Context;
 use std::io::IsTerminal;
@@ -28,6 +29,14 @@ pub struct Args {
     /// Also write every row as CSV to this file.
     #[arg(long)]
     csv: Option<PathBuf>,
+    /// Instead of the tables above: requests per second (a cost model of the servers)
+    /// behind each of these numbers of switch nodes, e.g. `1,2,4`.
+    #[arg(long, value_name = "COUNTS")]
+    switches: Option<String>,
+    /// With --switches: also run learning schedulers (htrr, lard, lard_r) with their tables
+    /// shared between the switch nodes, as `[cluster]` shares them.
+    #[arg(long, requires = "switches")]
+    share_tables: bool,
 }
 
 /// Runs the simulation and prints the tables.
@@ -43,6 +52,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     // The load error already names the file and the OS's reason: one message, not a chain
     // that repeats it.
     let trace = sim::Trace::load(&args.trace).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(switches) = &args.switches {
+        let switches = parse_servers(switches).map_err(anyhow::Error::msg).context("--switches")?;
+        return throughput(&trace, &opts, &switches, args.share_tables);
+    }
     let rows = sim::simulate(&trace, &opts, &mut progress());
     if std::io::stderr().is_terminal() {
         eprintln!();
@@ -52,6 +65,40 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         std::fs::write(path, sim::report::csv(&trace, &rows))
             .with_context(|| format!("writing {}", path.display()))?;
     }
+    Ok(())
+}
+
+/// `--switches`: every algorithm on every server count behind every switch count.
+fn throughput(
+    trace: &sim::Trace,
+    opts: &sim::Options,
+    switches: &[usize],
+    share: bool,
+) -> anyhow::Result<()> {
+    let costs = sim::throughput::Costs::default();
+    let mut progress = progress();
+    let mut points = Vec::new();
+    for algo in &opts.algorithms {
+        let shared = if share && algo.kind_learns() { vec![false, true] } else { vec![false] };
+        for share in shared {
+            for &k in switches.iter().filter(|&&k| !share || k > 1) {
+                for &n in &opts.servers {
+                    progress(algo, n);
+                    let setup = sim::throughput::Setup {
+                        servers: n,
+                        switches: k,
+                        share,
+                        inflight_per_server: opts.inflight_per_server,
+                    };
+                    points.extend(sim::throughput::replay(trace, algo, setup, &opts.cache_bytes, &costs));
+                }
+            }
+        }
+    }
+    if std::io::stderr().is_terminal() {
+        eprintln!();
+    }
+    print!("{}", sim::throughput::text(&points, &opts.servers, &costs));
     Ok(())
 }
 

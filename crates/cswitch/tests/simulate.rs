@@ -131,3 +131,30 @@ fn simulate_zipf_and_errors() {
     assert_eq!(stderr.matches("No such file").count(), 1, "the reason once: {stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
+
+/// `--switches`: seed 002's requests per second behind 1, 2 and 4 switch nodes; hashing
+/// gives every switch count the same figure, and `--share-tables` adds `htrr+shared` rows.
+#[test]
+fn throughput_behind_several_switch_nodes() {
+    let out = cswitch()
+        .args(["simulate", "--trace", "zipf:500:6000", "--servers", "1,4", "--cache-mb", "1"])
+        .args(["--algorithms", "md5,htrr", "--switches", "1,2,4", "--share-tables"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("requests per second, 1 MiB cache per server"), "{text}");
+    let rate = |algorithm: &str, switches: usize| -> Vec<String> {
+        let row = text
+            .lines()
+            .find(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                cells.get(1) == Some(&algorithm) && cells.get(2) == Some(&switches.to_string().as_str())
+            })
+            .unwrap_or_else(|| panic!("no {algorithm} × {switches} row in {text}"));
+        row.split('|').map(str::trim).skip(3).filter(|c| !c.is_empty()).map(String::from).collect()
+    };
+    assert_eq!(rate("md5", 1), rate("md5", 4), "a hash places alike on every switch: {text}");
+    assert_eq!(rate("htrr+shared", 2).len(), 2, "{text}");
+    assert!(!text.contains("| htrr+shared        |        1 |"), "sharing needs two switches: {text}");
+}

@@ -9,12 +9,14 @@
 //! Layout: `trace.rs` (SURGE, plain `URL [size]` and generated Zipf traces), `lru.rs`
 //! (byte-capacity LRU per server), `run.rs` (one replay and its load model; the
 //! algorithm list), `movement.rs` (keys moved on membership changes), `report.rs`
-//! (tables and CSV). [`simulate`] runs the whole grid.
+//! (tables and CSV), `throughput.rs` (seed 002's requests per second against servers, behind
+//! 1..k switch nodes, from a cost model of the servers). [`simulate`] runs the whole grid.
 
 pub mod lru;
 pub mod movement;
 pub mod report;
 pub mod run;
+pub mod throughput;
 pub mod trace;
 
 pub use report::Row;

@@ -101,6 +101,12 @@ impl Algo {
         self.kind.build(&self.params)
     }
 
+    /// True when the scheduler learns a table (`htrr`, `lard`, `lard_r`): several switch
+    /// nodes then disagree unless they share it.
+    pub fn kind_learns(&self) -> bool {
+        self.build().shares_state()
+    }
+
     /// True when the algorithm places by key, so "keys moved" means something.
     pub fn keyed(&self) -> bool {
         self.kind.uses_key()

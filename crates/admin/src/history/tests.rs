@@ -21,6 +21,7 @@ fn server(name: &str, requests: u64, latency: [u64; 4]) -> ServerView {
         active: 0,
         queued: 0,
         maxconn: 0,
+        maxconn_here: 0,
         requests,
         responses: BTreeMap::new(),
         failures: 0,

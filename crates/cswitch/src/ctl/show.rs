@@ -43,8 +43,19 @@ pub fn cluster(v: &Value) {
     if let Some(last) = g["last_rejected"].as_str() {
         println!("last refused: {last}");
     }
-    let columns =
-        ["NODE", "GOSSIP", "LIVE", "L4", "DIGEST", "LAG", "CAPACITIES", "STICKY_IP", "COOKIES", "TLS"];
+    let columns = [
+        "NODE",
+        "GOSSIP",
+        "LIVE",
+        "L4",
+        "DIGEST",
+        "LAG",
+        "CAPACITIES",
+        "STICKY_IP",
+        "COOKIES",
+        "TLS",
+        "ASSIGNED",
+    ];
     let rows = list(v, "nodes").map(cluster_row).collect();
     print!("{}", table(&columns, rows, 5));
     let l4 = &v["l4"];
@@ -83,7 +94,9 @@ fn cluster_row(n: &Value) -> Vec<String> {
     let drift = if n["drift"] == true { " (differs)" } else { "" };
     let lag = n["lag_ms"].as_u64().map_or("-".to_string(), |ms| format!("{ms}ms"));
     let digest = format!("{}{drift}", text(&n["config_digest"]));
-    let shares = [&n["capacities"], &n["sticky_ip"], &n["learned_cookies"], &n["tls_sessions"]].map(text);
+    let shares =
+        [&n["capacities"], &n["sticky_ip"], &n["learned_cookies"], &n["tls_sessions"], &n["assignments"]]
+            .map(text);
     let serving = match (n["serving"].as_str(), n["runs_l4"] == true) {
         (Some(s), true) => format!("{s}, tier"),
         (Some(s), false) => s.to_string(),

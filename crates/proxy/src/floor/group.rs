@@ -89,7 +89,14 @@ impl GroupRt {
     }
 }
 
-pub(crate) fn build_group(group: &config::Group, previous: Option<&GroupRt>, generation: u64) -> GroupRt {
+/// `node`: this switch's `[cluster] node`, which picks the server a HashNAT `local_addr`
+/// applies to.
+pub(crate) fn build_group(
+    group: &config::Group,
+    previous: Option<&GroupRt>,
+    generation: u64,
+    node: Option<&str>,
+) -> GroupRt {
     let old = previous;
     let mut servers: Vec<Arc<ServerRt>> = group
         .servers
@@ -97,7 +104,11 @@ pub(crate) fn build_group(group: &config::Group, previous: Option<&GroupRt>, gen
         .map(|s| {
             let kept = old.and_then(|g| {
                 g.servers.iter().find(|o| {
-                    o.name == s.name && o.addr == s.addr && o.maxconn == s.maxconn && o.cookie == s.cookie
+                    o.name == s.name
+                        && o.known_as == s.addr
+                        && o.addr == s.connect_addr(node)
+                        && o.maxconn == s.maxconn
+                        && o.cookie == s.cookie
                 })
             });
             match kept {
@@ -109,7 +120,7 @@ pub(crate) fn build_group(group: &config::Group, previous: Option<&GroupRt>, gen
                 }
                 // A server that joins a running switch ramps up (slow start); one there
                 // from the start takes its full weight at once.
-                None => Arc::new(new_server(s, (generation > 0).then_some(group.slow_start))),
+                None => Arc::new(new_server(s, (generation > 0).then_some(group.slow_start), node)),
             }
         })
         .collect();
@@ -120,7 +131,8 @@ pub(crate) fn build_group(group: &config::Group, previous: Option<&GroupRt>, gen
     let mut rt = GroupRt {
         name: group.name.clone(),
         scheduler: group.scheduler,
-        params: group.params.clone(),
+        // In a cluster every node must place alike whatever order capacities arrive in.
+        params: balance::Params { sieve_canonical: node.is_some(), ..group.params.clone() },
         hash_key: group.hash_key.clone(),
         shared: None,
         persistence: None,

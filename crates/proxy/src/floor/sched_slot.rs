@@ -10,6 +10,11 @@ use balance::{Member, Params, Scheduler, SchedulerKind};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+/// How long an assignment stays in this node's gossip state: enough for every node to take
+/// it (they keep it in their tables after), short enough that 1,000 new keys per second
+/// keep the state near 60,000 entries, the size of the tables they fill.
+const SHARED_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A scheduler and the snapshot generation and weights epoch whose members it was last
 /// told about.
 pub struct SchedSlot {
@@ -50,6 +55,25 @@ impl SchedSlot {
             self.generation = generation;
             self.epoch = epoch;
         }
+    }
+
+    /// Shares what the scheduler learned since the last call with the other nodes (a
+    /// learning scheduler in a cluster, told to `keep_learned` before its pick; allocates
+    /// only when there is something to share).
+    pub fn share_learned(&mut self, servers: &[Arc<ServerRt>], cluster: &cluster::Cluster) {
+        let mut learned = Vec::new();
+        self.sched.drain_learned(&mut learned);
+        if learned.is_empty() {
+            return;
+        }
+        let entries: Vec<cluster::Learned> = learned
+            .into_iter()
+            .filter_map(|(hash, i)| {
+                let server = servers.get(i)?.name.clone();
+                Some(cluster::Learned { group: self.group.clone(), hash, server })
+            })
+            .collect();
+        cluster.publish_assignments(&entries, SHARED_FOR);
     }
 
     /// Whether the scheduler wants one instance shared by all workers.

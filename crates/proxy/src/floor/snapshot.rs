@@ -81,12 +81,13 @@ impl Snapshot {
         rules.resize(config.listeners.len(), None);
         tls.resize(config.listeners.len(), None);
         let silent_after = config.agents.as_ref().map_or(Duration::from_secs(2), |a| a.silent_after);
+        let node = config.cluster.as_ref().map(|c| c.node.clone());
         let groups: Vec<Arc<GroupRt>> = config
             .groups
             .iter()
             .map(|g| {
                 let old = previous.and_then(|p| p.groups.iter().find(|o| o.name == g.name));
-                let group = build_group(g, old.map(|o| &**o), generation);
+                let group = build_group(g, old.map(|o| &**o), generation, node.as_deref());
                 // Weights and states take effect with the snapshot, not a tick later.
                 let now = now_ms();
                 let capacities: Vec<Option<u32>> =

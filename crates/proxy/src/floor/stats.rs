@@ -124,6 +124,8 @@ counters! {
     ClusterLearnedCookies => "cluster_learned_cookies",
     /// TLS session IDs another node of the cluster saw issued, applied here.
     ClusterTlsSessions => "cluster_tls_sessions",
+    /// Assignments of a learning scheduler (`htrr`, `lard`) another node made, applied here.
+    ClusterAssignments => "cluster_assignments",
     /// TLS connections closed: the ClientHello was malformed, not TLS, or too large.
     TlsMalformed => "tls_malformed",
     /// TLS handshakes that failed or timed out on a terminating listener.

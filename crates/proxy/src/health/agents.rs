@@ -60,7 +60,7 @@ fn accept(shared: &Shared, datagram: &[u8]) -> Result<(), String> {
 pub(super) fn apply(shared: &Shared, server: SocketAddr, capacity: u32, at_ms: u64) -> bool {
     let snap = shared.snapshot.load();
     let mut found = false;
-    for s in snap.groups.iter().flat_map(|g| g.servers.iter()).filter(|s| s.addr == server) {
+    for s in snap.groups.iter().flat_map(|g| g.servers.iter()).filter(|s| s.known_as == server) {
         s.live.capacity.store(capacity, Ordering::Relaxed);
         s.live.reported_at_ms.store(at_ms, Ordering::Relaxed);
         found = true;

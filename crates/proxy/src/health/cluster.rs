@@ -3,11 +3,14 @@
 //! session cookie a server set, a TLS session ID it issued —
 //! dated by its age at the origin, so `silent_after` and `timeouts.sticky_ip` count from
 //! the event, not from its arrival here. (What this node shares is published where it
-//! happens: `agents` for reports, `Shared::share_sticky_ip` for decisions.)
+//! happens: `agents` for reports, `Shared::share_sticky_ip` for decisions.) It also runs
+//! cluster-wide admission: it tells the gossip how many slots this node holds on each
+//! server with a `maxconn`, and sets each such server's slot limit from what the other
+//! nodes hold (`cluster::Admission::limit`).
 
 use crate::floor::live::now_ms;
 use crate::floor::shared::Shared;
-use cluster::{LearnedCookie, StickyIp, TlsSession};
+use cluster::{Admission, InFlight, Learned, LearnedCookie, StickyIp, TlsSession};
 use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -96,6 +99,44 @@ pub fn leave(shared: &Shared) {
 struct Apply(Weak<Shared>);
 
 impl cluster::Remote for Apply {
+    fn in_flight(&self) -> Vec<InFlight> {
+        let Some(shared) = self.0.upgrade() else { return Vec::new() };
+        let snap = shared.snapshot.load();
+        let mut counts = Vec::new();
+        for group in &snap.groups {
+            for server in group.servers.iter().filter(|s| s.maxconn > 0) {
+                let (group, server, count) = (group.name.clone(), server.name.clone(), server.take_peak());
+                counts.push(InFlight { group, server, count });
+            }
+        }
+        counts
+    }
+
+    fn learned(&self, entry: &Learned) {
+        let Some(shared) = self.0.upgrade() else { return };
+        let snap = shared.snapshot.load();
+        let Some(group) = snap.groups.iter().find(|g| g.name == entry.group) else { return };
+        let Some(index) = group.servers.iter().position(|s| s.name == entry.server) else { return };
+        let Some(slot) = &group.shared else { return };
+        let epoch = shared.weights_epoch.load(std::sync::atomic::Ordering::Acquire);
+        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        // The index is in this snapshot's order: the scheduler must know these members.
+        crate::floor::schedulers::sync(&mut slot, group, snap.generation, epoch);
+        slot.sched.teach(entry.hash, index);
+        shared.stats.inc(crate::Counter::ClusterAssignments);
+    }
+
+    fn admission(&self, others: &Admission) {
+        let Some(shared) = self.0.upgrade() else { return };
+        let snap = shared.snapshot.load();
+        for group in &snap.groups {
+            for server in group.servers.iter().filter(|s| s.maxconn > 0) {
+                let limit = others.limit(&group.name, &server.name, server.maxconn, server.slots_held());
+                server.set_slot_limit(limit);
+            }
+        }
+    }
+
     fn capacity(&self, server: SocketAddr, capacity: u32, age: Duration) {
         let Some(shared) = self.0.upgrade() else { return };
         let age_ms = u64::try_from(age.as_millis()).unwrap_or(u64::MAX);

@@ -97,7 +97,7 @@ pub struct ServerView {
     pub group: String,
     /// Name.
     pub name: String,
-    /// Address.
+    /// Address as configured (its `addr`; a HashNAT node reaches its own at `local_addr`).
     pub addr: String,
     /// Administrative state: ready, drain, maint.
     pub state: &'static str,
@@ -123,6 +123,8 @@ pub struct ServerView {
     pub queued: usize,
     /// `maxconn` (0 = unlimited).
     pub maxconn: u32,
+    /// Slots this node may hold now: `maxconn`, or in a cluster its share of it.
+    pub maxconn_here: u32,
     /// Requests sent.
     pub requests: u64,
     /// Responses by class (`1xx` … `5xx`).
@@ -281,7 +283,7 @@ fn server(g: &GroupRt, s: &ServerRt, now: u64) -> ServerView {
     ServerView {
         group: g.name.clone(),
         name: s.name.clone(),
-        addr: s.addr.to_string(),
+        addr: s.known_as.to_string(),
         state: s.state().name(),
         health: live.health().name(),
         last_check: live.last_check(),
@@ -294,6 +296,7 @@ fn server(g: &GroupRt, s: &ServerRt, now: u64) -> ServerView {
         active: s.active.load(Ordering::Relaxed),
         queued: s.queued.load(Ordering::Relaxed),
         maxconn: s.maxconn,
+        maxconn_here: s.slot_limit(),
         requests: live.requests.load(Ordering::Relaxed),
         responses: classes(&live.responses),
         failures: live.failures.load(Ordering::Relaxed),

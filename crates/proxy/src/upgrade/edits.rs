@@ -94,6 +94,7 @@ pub fn apply(config: &Config, edit: &Edit) -> Result<Config, String> {
                 cookie: cookie.clone(),
                 state: state(s)?,
                 handoff: None,
+                local_addr: None,
             };
             add_server(config, group, server)
         }

@@ -36,7 +36,11 @@ pub fn pick(
     if let Some(shared) = &g.shared {
         let mut slot = shared.lock().unwrap_or_else(|e| e.into_inner());
         sync(&mut slot, g, snap.generation, epoch);
-        return slot.sched.pick(&cands, key);
+        let Some(cluster) = worker.shared.cluster.get() else { return slot.sched.pick(&cands, key) };
+        slot.sched.keep_learned();
+        let picked = slot.sched.pick(&cands, key);
+        slot.share_learned(&g.servers, cluster);
+        return picked;
     }
     let mut scheds = worker.schedulers.borrow_mut();
     if snap.generation > scheds.generation || scheds.slots.len() != snap.groups.len() {

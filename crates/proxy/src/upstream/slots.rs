@@ -7,7 +7,7 @@ use crate::floor::snapshot::Snapshot;
 use crate::floor::stats::{Counter, Stats};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Servers already tried for this request (by index in the group; groups larger than 128
 /// servers fold indexes, which only means a server may be retried).
@@ -43,16 +43,21 @@ impl Drop for ActiveGuard<'_> {
     }
 }
 
-/// Phase "queue": takes one of the server's `maxconn` slots, waiting in a bounded queue
-/// for at most `timeouts.queue` (seed 003 §2.2's overload refusal is the 503 here).
+/// Phase "queue": takes one of the server's `maxconn` slots (in a cluster, this node's share
+/// of them), waiting in a bounded queue for at most `timeouts.queue` (seed 003 §2.2's
+/// overload refusal is the 503 here).
 pub async fn acquire_slot(
     server: &ServerRt,
     snap: &Snapshot,
     stats: &Stats,
 ) -> Result<Option<OwnedSemaphorePermit>, Failure> {
     let Some(slots) = &server.slots else { return Ok(None) };
-    if let Ok(permit) = Arc::clone(slots).try_acquire_owned() {
-        return Ok(Some(permit));
+    while let Ok(permit) = Arc::clone(slots).try_acquire_owned() {
+        if !server.settle_debt() {
+            server.note_held();
+            return Ok(Some(permit));
+        }
+        permit.forget();
     }
     let max_queue = snap.config.limits.max_queue;
     if server.queued.fetch_add(1, Ordering::AcqRel) >= max_queue {
@@ -61,15 +66,27 @@ pub async fn acquire_slot(
         tracing::warn!(server = %server.name, max_queue, "request refused: server queue full");
         return Err(Failure::internal(Refusal::new(503, "server queue full")));
     }
-    let wait = tokio::time::timeout(snap.config.timeouts.queue, Arc::clone(slots).acquire_owned());
+    let wait = tokio::time::timeout(snap.config.timeouts.queue, wait_for_slot(server, slots));
     let result = wait.await;
     server.queued.fetch_sub(1, Ordering::AcqRel);
     match result {
-        Ok(Ok(permit)) => Ok(Some(permit)),
-        Ok(Err(_)) | Err(_) => {
+        Ok(Some(permit)) => Ok(Some(permit)),
+        Ok(None) | Err(_) => {
             stats.inc(Counter::QueueTimeout);
             tracing::warn!(server = %server.name, "request refused: queue timeout");
             Err(Failure::internal(Refusal::new(503, "timed out waiting for a server slot")))
         }
+    }
+}
+
+/// Waits for a permit that does not go to pay the slots' debt (`None`: semaphore closed).
+async fn wait_for_slot(server: &ServerRt, slots: &Arc<Semaphore>) -> Option<OwnedSemaphorePermit> {
+    loop {
+        let permit = Arc::clone(slots).acquire_owned().await.ok()?;
+        if !server.settle_debt() {
+            server.note_held();
+            return Some(permit);
+        }
+        permit.forget();
     }
 }
