@@ -12,7 +12,7 @@ mod nft;
 
 use crate::keys::wall_ms;
 use crate::serving::Serving;
-use crate::view::NodeView;
+use crate::view::{L4View, NodeView};
 use config::ClusterL4;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -78,31 +78,6 @@ pub(crate) fn plan(cfg: &ClusterL4, nodes: &[NodeView]) -> Plan {
     gone.sort();
     gone.dedup();
     Plan { targets, gone }
-}
-
-/// What operators see of the tier (`GET /api/cluster`, `l4`).
-#[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct L4View {
-    /// The VIP and its ports.
-    pub vip: String,
-    /// The VIP's TCP ports.
-    pub ports: Vec<u16>,
-    /// The nftables table (family ip).
-    pub table: String,
-    /// The nodes new flows go to now, as loaded into the kernel.
-    pub targets: Vec<String>,
-    /// Dead nodes' addresses whose flows are reset.
-    pub gone: Vec<String>,
-    /// Changes loaded since start (the first one included).
-    pub changes: u64,
-    /// When the last change was loaded (ms since the epoch; 0 before the first).
-    pub changed_at_ms: u64,
-    /// How long loading it took (µs).
-    pub load_us: u64,
-    /// Why the last load failed (cleared by the next success).
-    pub error: Option<String>,
-    /// Whether this host forwards IPv4 (`net.ipv4.ip_forward`); without it no flow passes.
-    pub forwarding: bool,
 }
 
 /// The running tier: its table in the kernel and the thread that loads plans.

@@ -34,11 +34,10 @@ pub use admission::{Admission, InFlight};
 pub use digest::config_digest;
 pub use keys::{Learned, LearnedCookie, StickyIp, TlsSession};
 pub use l4::host::{missing as l4_missing, Lack};
-pub use l4::L4View;
 pub use node::Remote;
 pub use serving::Serving;
 pub use stats::Counts;
-pub use view::{NodeView, View};
+pub use view::{L4View, NodeView, View};
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

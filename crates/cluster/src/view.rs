@@ -1,8 +1,7 @@
 //! What an operator sees of the cluster (`GET /api/cluster`, `cswitch ctl cluster`): every
 //! node this one knows, live or dead, with the config digest it runs and how fresh its
-//! state is here.
+//! state is here, and the L4 tier as its node runs it (`L4View`).
 
-use crate::l4::L4View;
 use crate::serving::Serving;
 use crate::stats::Counts;
 use std::net::SocketAddr;
@@ -58,4 +57,29 @@ pub struct NodeView {
     pub runs_l4: bool,
     /// If it runs the tier: the nodes its kernel sends new flows to.
     pub l4_targets: Vec<String>,
+}
+
+/// What operators see of the tier (`GET /api/cluster`, `l4`).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct L4View {
+    /// The VIP and its ports.
+    pub vip: String,
+    /// The VIP's TCP ports.
+    pub ports: Vec<u16>,
+    /// The nftables table (family ip).
+    pub table: String,
+    /// The nodes new flows go to now, as loaded into the kernel.
+    pub targets: Vec<String>,
+    /// Dead nodes' addresses whose flows are reset.
+    pub gone: Vec<String>,
+    /// Changes loaded since start (the first one included).
+    pub changes: u64,
+    /// When the last change was loaded (ms since the epoch; 0 before the first).
+    pub changed_at_ms: u64,
+    /// How long loading it took (µs).
+    pub load_us: u64,
+    /// Why the last load failed (cleared by the next success).
+    pub error: Option<String>,
+    /// Whether this host forwards IPv4 (`net.ipv4.ip_forward`); without it no flow passes.
+    pub forwarding: bool,
 }

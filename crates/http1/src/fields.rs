@@ -64,11 +64,6 @@ fn map_httparse(e: httparse::Error) -> HeadError {
     }
 }
 
-/// A span from `usize` offsets; heads are capped below `u32::MAX` by the pre-scan.
-pub(crate) fn span(start: usize, end: usize) -> Span {
-    Span { start: start as u32, end: end as u32 }
-}
-
 /// What the framing and persistence fields say, gathered in one pass.
 #[derive(Debug, Default)]
 pub(crate) struct Fields {

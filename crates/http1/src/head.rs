@@ -1,5 +1,10 @@
 //! Types shared by request and response heads.
 
+/// A span from `usize` offsets; heads are capped below `u32::MAX` by the pre-scan.
+pub(crate) fn span(start: usize, end: usize) -> Span {
+    Span { start: start as u32, end: end as u32 }
+}
+
 /// A byte range `start..end` into the buffer a head was parsed from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Span {

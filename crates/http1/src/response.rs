@@ -2,8 +2,8 @@
 
 use crate::body::BodyKind;
 use crate::error::HeadError;
-use crate::fields::{self, span, Fields, Kind};
-use crate::head::{HeadLimits, HeaderSpan, Parse, Span, Version};
+use crate::fields::{self, Fields, Kind};
+use crate::head::{span, HeadLimits, HeaderSpan, Parse, Span, Version};
 use crate::scan;
 use crate::syntax::is_text;
 

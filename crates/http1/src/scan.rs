@@ -10,8 +10,7 @@
 //! splits the lines again.
 
 use crate::error::HeadError;
-use crate::fields::span;
-use crate::head::{HeadLimits, HeaderSpan};
+use crate::head::{span, HeadLimits, HeaderSpan};
 use crate::syntax::{is_ws, trim_ows_range};
 
 /// A complete head found at the start of a buffer.
