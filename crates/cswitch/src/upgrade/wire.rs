@@ -76,15 +76,23 @@ const STATE_CHUNK: usize = 48 << 10;
 
 impl Channel {
     /// Sends `state` in messages under [`MAX_MESSAGE`]: edits, counters and listeners
-    /// first, then servers, sticky and persistence entries in pieces (an entry too large
-    /// for a message on its own, a huge learned cookie, is left behind).
+    /// first, then servers, sticky, persistence and TLS session entries in pieces (an entry
+    /// too large for a message on its own, a huge learned cookie, is left behind).
     pub fn send_state(&self, state: proxy::UpgradeState) -> io::Result<()> {
-        let proxy::UpgradeState { edits, counters, listeners, servers, sticky, persistence } = state;
+        let proxy::UpgradeState { edits, counters, listeners, servers, sticky, persistence, tls_sessions } =
+            state;
         let head = proxy::UpgradeState { edits, counters, listeners, ..Default::default() };
         self.send(&serde_json::json!({ "kind": "state", "state": head }), &[])?;
         self.send_pieces(servers, |servers| proxy::UpgradeState { servers, ..Default::default() })?;
         self.send_pieces(sticky, |sticky| proxy::UpgradeState { sticky, ..Default::default() })?;
-        self.send_pieces(persistence, |persistence| proxy::UpgradeState { persistence, ..Default::default() })
+        self.send_pieces(persistence, |persistence| proxy::UpgradeState {
+            persistence,
+            ..Default::default()
+        })?;
+        self.send_pieces(tls_sessions, |tls_sessions| proxy::UpgradeState {
+            tls_sessions,
+            ..Default::default()
+        })
     }
 
     fn send_pieces<T: serde::Serialize>(

@@ -8,8 +8,9 @@
 //! - once the old process is drained: the counters, per listener and per server (so
 //!   metrics do not reset), and the sticky entries it made meanwhile.
 //!
-//! The groups' persistence stick tables go with the sticky entries, both times. Not carried
-//! yet: TLS session IDs, the latency histograms.
+//! The groups' persistence stick tables and the TLS session IDs servers issued (TLS
+//! passthrough's session persistence) go with the sticky entries, both times. Not carried:
+//! the latency histograms.
 
 use crate::floor::live::Health;
 use crate::floor::persist::TableKey;
@@ -54,6 +55,17 @@ pub struct PersistEntry {
     pub idle_ms: u64,
 }
 
+/// One TLS session ID a server issued (TLS passthrough), and where it goes.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct TlsSessionEntry {
+    /// The session ID.
+    pub id: Vec<u8>,
+    /// The server that issued it.
+    pub server: ServerName,
+    /// How long since it was last used, in ms.
+    pub idle_ms: u64,
+}
+
 /// One server's verdict and figures.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct ServerState {
@@ -91,6 +103,9 @@ pub struct State {
     /// Persistence stick-table entries (kept where the new process has made its own).
     #[serde(default)]
     pub persistence: Vec<PersistEntry>,
+    /// TLS session IDs (kept where the new process has learnt its own).
+    #[serde(default)]
+    pub tls_sessions: Vec<TlsSessionEntry>,
 }
 
 /// Most sticky entries carried (the table's own bound).
@@ -120,7 +135,13 @@ pub fn before_serving(shared: &Shared) -> State {
             figures: Vec::new(),
         })
         .collect();
-    State { servers, sticky: sticky(shared, &snap), persistence: persistence(&snap), ..State::default() }
+    State {
+        servers,
+        sticky: sticky(shared, &snap),
+        persistence: persistence(&snap),
+        tls_sessions: tls_sessions(shared, &snap),
+        ..State::default()
+    }
 }
 
 /// What the old process hands on once drained: its counters and late sticky entries.
@@ -153,7 +174,8 @@ pub fn when_drained(shared: &Shared) -> State {
         })
         .collect();
     let (sticky, persistence) = (sticky(shared, &snap), persistence(&snap));
-    State { edits: Vec::new(), counters, listeners, servers, sticky, persistence }
+    let tls_sessions = tls_sessions(shared, &snap);
+    State { edits: Vec::new(), counters, listeners, servers, sticky, persistence, tls_sessions }
 }
 
 fn sticky(shared: &Shared, snap: &Snapshot) -> Vec<StickyEntry> {
@@ -165,6 +187,20 @@ fn sticky(shared: &Shared, snap: &Snapshot) -> Vec<StickyEntry> {
                 listener: snap.listeners.get(listener)?.name.clone(),
                 ip,
                 server: name_of(snap, id)?,
+                idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX),
+            })
+        })
+        .collect()
+}
+
+fn tls_sessions(shared: &Shared, snap: &Snapshot) -> Vec<TlsSessionEntry> {
+    let entries = shared.tls_sessions.entries(crate::floor::tables::tls_sessions::TLS_SESSIONS_CAPACITY);
+    entries
+        .into_iter()
+        .filter_map(|(id, server, idle)| {
+            Some(TlsSessionEntry {
+                id: id.into_vec(),
+                server: name_of(snap, server)?,
                 idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX),
             })
         })
@@ -189,8 +225,8 @@ fn persistence(snap: &Snapshot) -> Vec<PersistEntry> {
     out
 }
 
-/// Takes `state` in: counters and figures are added, verdicts set, sticky entries kept
-/// unless this process has one of its own for the address. Names this process does not
+/// Takes `state` in: counters and figures are added, verdicts set, sticky entries and TLS
+/// session IDs kept unless this process has one of its own for the address or session. Names this process does not
 /// know (a listener or server the config dropped) are skipped.
 pub fn import(shared: &Shared, state: &State) {
     let snap = shared.snapshot.load();
@@ -229,6 +265,13 @@ pub fn import(shared: &Shared, state: &State) {
         let (Some(p), Some(server)) = (&group.persistence, find(&snap, &e.server)) else { continue };
         let used = now.checked_sub(Duration::from_millis(e.idle_ms)).unwrap_or(now);
         p.adopt_entry(&e.key, server.id, used);
+    }
+    for e in &state.tls_sessions {
+        let Some(server) = find(&snap, &e.server) else { continue };
+        if shared.tls_sessions.get(&e.id).is_none() {
+            let used = now.checked_sub(Duration::from_millis(e.idle_ms)).unwrap_or(now);
+            shared.tls_sessions.put_at(e.id.clone().into_boxed_slice(), server.id, used);
+        }
     }
     for e in &state.sticky {
         let Some(listener) = snap.listeners.iter().position(|l| l.name == e.listener) else { continue };

@@ -48,6 +48,12 @@ impl TlsSessions {
         self.table.load().1.retain_servers(keep);
     }
 
+    /// Up to `limit` live entries: (session ID, server, time since last use), for a binary
+    /// upgrade's hand-over.
+    pub fn entries(&self, limit: usize) -> Vec<(Box<[u8]>, u64, Duration)> {
+        self.table.load().1.entries(std::time::Instant::now(), limit)
+    }
+
     /// Entries held.
     pub fn len(&self) -> usize {
         self.table.load().1.len()
