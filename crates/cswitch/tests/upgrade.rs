@@ -2,7 +2,8 @@
 //! bounded client loops run (keep-alive and a new connection per request) loses no request
 //! and refuses no connection, and every idle keep-alive client socket is still served
 //! afterwards (by the new process: the old one has exited); a broken new binary or a bad
-//! config changes nothing; ten upgrades in a row under load.
+//! config changes nothing; ten upgrades in a row under load, to a second build of the
+//! binary.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod common;
@@ -309,13 +310,25 @@ fn a_broken_binary_or_a_bad_config_changes_nothing() {
     }
 }
 
+/// A second build of the binary: a copy with bytes appended past the ELF image (still the
+/// same program, but another file with another hash, as a rebuilt binary would be).
+fn second_build(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let copy = dir.join("cswitch-second-build");
+    std::fs::copy(env!("CARGO_BIN_EXE_cswitch"), &copy).unwrap();
+    std::fs::OpenOptions::new().append(true).open(&copy).unwrap().write_all(b"second build").unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    copy
+}
+
 #[test]
-fn ten_upgrades_in_a_row_under_load() {
+fn ten_upgrades_in_a_row_under_load_to_a_second_build() {
     let (_rt, s1) = origin();
     let dir = tempdir("upgrade-ten");
     let path = dir.join("cswitch.toml");
     std::fs::write(&path, config(&s1)).unwrap();
-    let mut switch = Switch::start(&path, None);
+    let next = second_build(&dir);
+    let mut switch = Switch::start(&path, Some(&next));
     let mut idle = idle_clients(switch.web, 5);
     let (stop, tally) = (Arc::new(AtomicBool::new(false)), Arc::new(Tally::default()));
     let loops = load(switch.web, &stop, &tally);
@@ -323,6 +336,9 @@ fn ten_upgrades_in_a_row_under_load() {
         let report = switch.upgrade().unwrap_or_else(|e| panic!("upgrade {round}: {e}"));
         assert_eq!(report["failed_to_move"], 0, "upgrade {round}: {report}");
     }
+    let serving = *switch.pids.last().unwrap();
+    let exe = std::fs::read_link(format!("/proc/{serving}/exe")).unwrap();
+    assert_eq!(exe, next, "the process serving now runs the second build");
     std::thread::sleep(Duration::from_millis(200));
     stop.store(true, Ordering::Relaxed);
     loops.into_iter().for_each(|t| t.join().unwrap());
