@@ -5,10 +5,13 @@
 //! to reset — and hands it to the tier's own thread, which loads it into the kernel when it
 //! changed (`nft`, one transaction). So a dead node leaves the tier as soon as the failure
 //! detector says so (≤ ~1.6 s, ADR 0011), a drained one gets no new flow while conntrack
-//! keeps its open ones on it, and a joining one gets flows once it says `ready`.
+//! keeps its open ones on it, and a joining one gets flows once it says `ready`. Between
+//! ticks of the failure detector, the tier's host checks each target's listener itself
+//! (`probe`): a node whose port refuses connections leaves the targets within a check.
 
 pub(crate) mod host;
 mod nft;
+mod probe;
 
 use crate::keys::wall_ms;
 use crate::serving::Serving;
@@ -84,6 +87,7 @@ pub(crate) fn plan(cfg: &ClusterL4, nodes: &[NodeView]) -> Plan {
 pub(crate) struct Tier {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    prober: Mutex<Option<JoinHandle<()>>>,
     /// Leave the table in the kernel at stop (a binary upgrade's new process runs it now).
     keep_table: std::sync::atomic::AtomicBool,
 }
@@ -95,6 +99,10 @@ struct Shared {
     wake: Condvar,
     /// The last plan offered (loaded or about to be), to offer each change once.
     offered: Mutex<Option<Plan>>,
+    /// The last plan the membership made, before the probe's findings took targets out.
+    raw: Mutex<Option<Plan>>,
+    /// What the probe found of the targets' listeners.
+    findings: Mutex<probe::Findings>,
     /// When each dead address was first seen dead.
     dead_since: Mutex<HashMap<Ipv4Addr, Instant>>,
     view: Mutex<L4View>,
@@ -121,31 +129,37 @@ impl Tier {
             next: Mutex::new((None, false)),
             wake: Condvar::new(),
             offered: Mutex::new(None),
+            raw: Mutex::new(None),
+            findings: Mutex::new(probe::Findings::default()),
             dead_since: Mutex::new(HashMap::new()),
             view: Mutex::new(view),
         });
         let worker = Arc::clone(&shared);
         let thread =
             std::thread::Builder::new().name("cswitch-l4".into()).spawn(move || load_plans(&worker))?;
+        let checker = Arc::clone(&shared);
+        let prober =
+            std::thread::Builder::new().name("cswitch-l4-probe".into()).spawn(move || run_probe(&checker))?;
         tracing::info!(vip = %cfg.vip, ports = ?cfg.ports, table = %cfg.table, "L4 tier installed");
-        Ok(Tier { shared, thread: Mutex::new(Some(thread)), keep_table: Default::default() })
+        Ok(Tier {
+            shared,
+            thread: Mutex::new(Some(thread)),
+            prober: Mutex::new(Some(prober)),
+            keep_table: Default::default(),
+        })
     }
 
-    /// Hands `plan` to the thread when it differs from the last one (its dead addresses
-    /// once they have been dead long enough).
+    /// Takes the membership's plan (its dead addresses once they have been dead long
+    /// enough) and hands it, less the targets the probe found down, to the thread when it
+    /// differs from the last one.
     pub(crate) fn offer(&self, mut plan: Plan) {
         if let Ok(mut dead_since) = self.shared.dead_since.lock() {
             plan.gone = settle(&mut dead_since, std::mem::take(&mut plan.gone), Instant::now());
         }
-        let Ok(mut offered) = self.shared.offered.lock() else { return };
-        if offered.as_ref() == Some(&plan) {
-            return;
+        if let Ok(mut raw) = self.shared.raw.lock() {
+            *raw = Some(plan);
         }
-        *offered = Some(plan.clone());
-        if let Ok(mut next) = self.shared.next.lock() {
-            next.0 = Some(plan);
-            self.shared.wake.notify_one();
-        }
+        self.shared.offer_probed();
     }
 
     pub(crate) fn cfg(&self) -> &ClusterL4 {
@@ -168,6 +182,9 @@ impl Tier {
             next.1 = true;
             self.shared.wake.notify_one();
         }
+        if let Some(prober) = self.prober.lock().ok().and_then(|mut t| t.take()) {
+            let _ = prober.join();
+        }
         if let Some(thread) = self.thread.lock().ok().and_then(|mut t| t.take()) {
             let _ = thread.join();
             if self.keep_table.load(std::sync::atomic::Ordering::Acquire) {
@@ -176,6 +193,61 @@ impl Tier {
             if let Err(e) = nft::load(&nft::remove_text(&self.shared.cfg)) {
                 tracing::warn!(error = %e, "L4 tier: table not removed");
             }
+        }
+    }
+}
+
+impl Shared {
+    /// The membership's last plan less the targets the probe found down, handed to the
+    /// loading thread when it differs from the last one offered.
+    fn offer_probed(&self) {
+        let Some(mut plan) = self.raw.lock().ok().and_then(|raw| raw.clone()) else { return };
+        if let Ok(findings) = self.findings.lock() {
+            plan.targets.retain(|t| !findings.down(t.ip));
+        }
+        let Ok(mut offered) = self.offered.lock() else { return };
+        if offered.as_ref() == Some(&plan) {
+            return;
+        }
+        *offered = Some(plan.clone());
+        if let Ok(mut next) = self.next.lock() {
+            next.0 = Some(plan);
+            self.wake.notify_one();
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.next.lock().map_or(true, |next| next.1)
+    }
+}
+
+/// The probe's thread: checks the membership's targets every [`probe::EVERY`] and re-offers
+/// the plan when a target went down or came back, until stopped.
+fn run_probe(shared: &Shared) {
+    let Some(&port) = shared.cfg.ports.first() else { return };
+    while !shared.stopping() {
+        std::thread::sleep(probe::EVERY);
+        let targets: Vec<Target> = shared
+            .raw
+            .lock()
+            .ok()
+            .and_then(|raw| raw.as_ref().map(|p| p.targets.clone()))
+            .unwrap_or_default();
+        let mut changed = false;
+        for t in &targets {
+            let outcome = probe::check(t.ip, port);
+            let Ok(mut findings) = shared.findings.lock() else { return };
+            if findings.record(t.ip, outcome) {
+                changed = true;
+                let down = findings.down(t.ip);
+                tracing::info!(node = %t.name, addr = %t.ip, ?outcome, down, "L4 tier: probe of a target");
+            }
+        }
+        if let Ok(mut findings) = shared.findings.lock() {
+            findings.keep_only(&targets.iter().map(|t| t.ip).collect::<Vec<_>>());
+        }
+        if changed {
+            shared.offer_probed();
         }
     }
 }
