@@ -64,6 +64,11 @@ fn deploy(tag: &str, persistence: &str) -> Two {
     Two { bed, dir, procs }
 }
 
+/// What the deployment's processes have logged so far (web servers, agents, the switch).
+fn drain_logs(procs: &[Proc]) -> String {
+    procs.iter().flat_map(|p| p.lines.try_iter()).collect::<Vec<_>>().join("\n")
+}
+
 /// The client: `/page.txt` then `/api/x` on one keep-alive connection, following a
 /// redirect or a closed connection with a new one. Prints one line per answer: status,
 /// body, and whether it came on the first connection.
@@ -207,7 +212,14 @@ fn a_migration_that_cannot_be_made_leaves_the_request_with_its_server() {
     let mut d = deploy("oneway-migrate-fail", "migrate");
     // b2's agent is gone: the switch cannot move the connection there, so b1 answers.
     drop(d.procs.remove(3));
-    let out = d.bed.run("cl", &["python3", "-c", MIGRATING_CLIENT, VIP]);
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        d.bed.run("cl", &["python3", "-c", MIGRATING_CLIENT, VIP])
+    }))
+    .unwrap_or_else(|failed| {
+        // Once seen to time out under CI load: say what the switch and b1's agent logged.
+        eprintln!("switch and agents' logs:\n{}", drain_logs(&d.procs));
+        std::panic::resume_unwind(failed)
+    });
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let answers: Vec<&str> = text.lines().map(|l| l.rsplit_once(' ').unwrap().0).collect();
     assert_eq!(answers, ["200 page from b1", "200 api from b1", "200 page from b1"], "{text}");
