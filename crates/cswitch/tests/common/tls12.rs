@@ -59,22 +59,30 @@ pub fn tls_server(name: &'static str) -> SocketAddr {
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
             let config = Arc::clone(&config);
-            std::thread::spawn(move || {
-                let mut tls = StreamOwned::new(ServerConnection::new(config).unwrap(), stream);
-                let mut line = String::new();
-                if BufReader::new(&mut tls).read_line(&mut line).is_ok() && !line.is_empty() {
-                    let _ = tls.write_all(format!("{name}\n").as_bytes());
-                    let _ = tls.flush();
-                }
-            });
+            std::thread::spawn(move || answer_with_name(stream, config, name));
         }
     });
     addr
 }
 
+/// Serves one connection: the handshake, then a line read and the server's name written.
+pub fn answer_with_name(stream: TcpStream, config: Arc<ServerConfig>, name: &str) {
+    let mut tls = StreamOwned::new(ServerConnection::new(config).unwrap(), stream);
+    let mut line = String::new();
+    if BufReader::new(&mut tls).read_line(&mut line).is_ok() && !line.is_empty() {
+        let _ = tls.write_all(format!("{name}\n").as_bytes());
+        let _ = tls.flush();
+    }
+}
+
 /// One TLS session through `addr`: which server answered, and whether it was resumed.
 pub fn talk(addr: SocketAddr, config: &Arc<ClientConfig>) -> (String, bool) {
-    let tcp = TcpStream::connect(addr).unwrap();
+    talk_on(TcpStream::connect(addr).unwrap(), config)
+}
+
+/// One TLS session over `tcp`, connected already: which server answered, and whether the
+/// session was resumed.
+pub fn talk_on(tcp: TcpStream, config: &Arc<ClientConfig>) -> (String, bool) {
     tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let name = ServerName::try_from("shop.example").unwrap();
     let mut tls = StreamOwned::new(ClientConnection::new(Arc::clone(config), name).unwrap(), tcp);

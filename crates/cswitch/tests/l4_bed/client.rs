@@ -1,18 +1,15 @@
 //! The testbed's clients and TLS servers, blocking and small: an HTTP/1.1 request per
 //! connection from a chosen client address (its local port says, through `lb`'s conntrack,
 //! which node the connection went to), and TLS 1.2 servers with session-ID caches and
-//! clients that resume.
+//! clients that resume (the peers of `common::tls12`, placed in the bed's namespaces).
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 use super::VIP;
-use rustls::client::{Resumption, Tls12Resumption};
-use rustls::crypto::{ring, CryptoProvider};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
-use rustls::server::ServerSessionMemoryCache;
-use rustls::{ClientConfig, ClientConnection, RootCertStore, ServerConfig, ServerConnection, StreamOwned};
+use crate::common::tls12;
+use rustls::ClientConfig;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What one request got.
@@ -134,18 +131,6 @@ fn parse(answer: &[u8]) -> io::Result<Fetched> {
     })
 }
 
-fn pki() -> &'static (CertificateDer<'static>, PrivatePkcs8KeyDer<'static>) {
-    static PKI: OnceLock<(CertificateDer<'static>, PrivatePkcs8KeyDer<'static>)> = OnceLock::new();
-    PKI.get_or_init(|| {
-        let made = rcgen::generate_simple_self_signed(vec!["shop.example".to_string()]).unwrap();
-        (made.cert.der().clone(), PrivatePkcs8KeyDer::from(made.signing_key.serialize_der()))
-    })
-}
-
-fn provider() -> Arc<CryptoProvider> {
-    Arc::new(ring::default_provider())
-}
-
 /// A TLS 1.2 server on `at` (port 0) answering a line with its name; its own session-ID
 /// cache, no tickets, so a session resumes on this server only. Stops accepting once
 /// `stop` is set (its listener closed, so the bed's namespace goes with the bed).
@@ -154,15 +139,7 @@ pub fn tls_server(
     at: SocketAddr,
     stop: Arc<std::sync::atomic::AtomicBool>,
 ) -> SocketAddr {
-    let (cert, key) = pki();
-    let mut config = ServerConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&rustls::version::TLS12])
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![cert.clone()], PrivateKeyDer::Pkcs8(key.clone_key()))
-        .unwrap();
-    config.session_storage = ServerSessionMemoryCache::new(64);
-    let config = Arc::new(config);
+    let config = tls12::server_config();
     let listener = TcpListener::bind(at).unwrap();
     let addr = listener.local_addr().unwrap();
     listener.set_nonblocking(true).unwrap();
@@ -178,14 +155,7 @@ pub fn tls_server(
             };
             stream.set_nonblocking(false).unwrap();
             let config = Arc::clone(&config);
-            std::thread::spawn(move || {
-                let mut tls = StreamOwned::new(ServerConnection::new(config).unwrap(), stream);
-                let mut line = String::new();
-                if BufReader::new(&mut tls).read_line(&mut line).is_ok() && !line.is_empty() {
-                    let _ = tls.write_all(format!("{name}\n").as_bytes());
-                    let _ = tls.flush();
-                }
-            });
+            std::thread::spawn(move || tls12::answer_with_name(stream, config, name));
         }
     });
     addr
@@ -193,26 +163,13 @@ pub fn tls_server(
 
 /// A TLS client's config with its own session cache (session IDs, TLS 1.2).
 pub fn tls_client() -> Arc<ClientConfig> {
-    let mut roots = RootCertStore::empty();
-    roots.add(pki().0.clone()).unwrap();
-    let mut config = ClientConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&rustls::version::TLS12])
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.resumption = Resumption::in_memory_sessions(4).tls12_resumption(Tls12Resumption::SessionIdOnly);
-    Arc::new(config)
+    tls12::client_config()
 }
 
 /// One TLS session through the VIP's TLS port: the server that answered, whether the
 /// session was resumed, and the client's end of the connection.
 pub fn tls_talk(config: &Arc<ClientConfig>) -> (String, bool, SocketAddrV4) {
     let (socket, local) = bound(Ipv4Addr::new(10, 201, 0, 10)).unwrap();
-    let tcp = dial(socket, super::TLS).unwrap();
-    let name = ServerName::try_from("shop.example").unwrap();
-    let mut tls = StreamOwned::new(ClientConnection::new(Arc::clone(config), name).unwrap(), tcp);
-    tls.write_all(b"hi\n").unwrap();
-    let mut answer = String::new();
-    BufReader::new(&mut tls).read_line(&mut answer).unwrap();
-    (answer.trim().to_string(), tls.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed), local)
+    let (answer, resumed) = tls12::talk_on(dial(socket, super::TLS).unwrap(), config);
+    (answer, resumed, local)
 }
