@@ -133,6 +133,22 @@ impl IoBuf {
         self.start = 0;
     }
 
+    /// Appends bytes that did not come from a read (an HTTP/2 request's head, translated),
+    /// growing the buffer when they do not fit: to its limit, or past it (the pool then
+    /// takes it back no more).
+    pub fn put(&mut self, bytes: &[u8]) {
+        if self.start > 0 && self.start == self.data.len() {
+            self.clear();
+        }
+        if self.data.len() + bytes.len() > self.cap {
+            self.grow();
+        }
+        if self.data.len() + bytes.len() > self.cap {
+            self.widen(self.data.len() + bytes.len(), usize::MAX);
+        }
+        self.data.extend_from_slice(bytes);
+    }
+
     /// Appends bytes (tests fill buffers this way).
     #[cfg(test)]
     pub fn extend(&mut self, bytes: &[u8]) {

@@ -4,10 +4,11 @@
 //! rules `weights`), what the workers share (`shared`: the snapshot, `stats` counters,
 //! `live` figures, the `tables`), per-worker state (`worker`, `schedulers`, `pool`,
 //! `h2pool`: the HTTP/2 server connections streams share, `budget`: an HTTP/2 client
-//! connection's memory bound, `buf`, `spares`: how many spare objects a free list keeps,
-//! `conns`: the connections eviction may close, `parked`: idle keep-alive connections waiting
-//! outside the runtime, `handover`: idle connections leaving for a new binary), socket helpers
-//! (`io`, `stream`: plain or TLS client streams and the handshake, `clock`: a cheap clock for
+//! connection's memory bound, `pipe`: an HTTP/2 stream's way into the HTTP/1.1 phases,
+//! `buf`, `spares`: how many spare objects a free list keeps, `conns`: the connections
+//! eviction may close, `parked`: idle keep-alive connections waiting outside the runtime,
+//! `handover`: idle connections leaving for a new binary), socket helpers (`io`,
+//! `stream`: plain or TLS client streams and the handshake, `clock`: a cheap clock for
 //! deadlines), header fields between HTTP/1.1 and HTTP/2 (`fields`: connection-specific
 //! fields, trailer sections), and the typed failure every step returns (`failure`).
 
@@ -24,6 +25,7 @@ pub mod io;
 pub mod live;
 pub mod parked;
 pub mod persist;
+pub mod pipe;
 pub mod pool;
 pub mod sched_slot;
 pub mod schedulers;

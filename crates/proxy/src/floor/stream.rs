@@ -32,7 +32,7 @@ pub enum ClientStream {
 /// HTTP/1.1) and reads the answer from, with the facts of the real connection.
 pub struct Piped {
     /// The phases' end of the pipe, on the connection's memory budget.
-    pub io: crate::floor::budget::Metered<tokio::io::DuplexStream>,
+    pub io: crate::floor::pipe::PhasesEnd,
     /// The address the client connected to (`dstip`, `dstport`).
     pub local: SocketAddr,
     /// For a TLS connection: the server name the client sent and the TLS version.
@@ -48,6 +48,16 @@ impl AsyncRead for Piped {
 impl AsyncWrite for Piped {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        true
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().io).poll_flush(cx)
@@ -200,7 +210,7 @@ impl ClientStream {
                 (ClientRead::Tls(r), ClientWrite::Tls(w))
             }
             ClientStream::Piped(p) => {
-                let (r, w) = tokio::io::split(&mut **p);
+                let (r, w) = p.io.split();
                 (ClientRead::Piped(r), ClientWrite::Piped(w))
             }
         }
@@ -213,8 +223,8 @@ pub enum ClientRead<'a> {
     Plain(TcpRead<'a>),
     /// TLS.
     Tls(ReadHalf<&'a mut TlsStream<TcpStream>>),
-    /// A piped HTTP/2 stream.
-    Piped(ReadHalf<&'a mut Piped>),
+    /// A piped HTTP/2 stream (no lock between the halves: `floor::pipe`).
+    Piped(crate::floor::pipe::Reader<'a>),
 }
 
 /// The write half of a [`ClientStream`].
@@ -224,7 +234,7 @@ pub enum ClientWrite<'a> {
     /// TLS.
     Tls(WriteHalf<&'a mut TlsStream<TcpStream>>),
     /// A piped HTTP/2 stream.
-    Piped(WriteHalf<&'a mut Piped>),
+    Piped(crate::floor::pipe::Writer<'a>),
 }
 
 macro_rules! delegate_read {

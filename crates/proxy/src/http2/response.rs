@@ -5,6 +5,7 @@
 //! `client_io` (a zero-window stall) has its stream reset.
 
 use crate::floor::fields::parse_trailer_section;
+use crate::floor::pipe::Reader;
 use crate::floor::stats::{Counter, Stats};
 use crate::http2::grpc;
 use bytes::Bytes;
@@ -13,7 +14,6 @@ use h2::SendStream;
 use http::HeaderMap;
 use http1::{BodyKind, BodyScanner, HeadLimits, Parse, ResponseHead};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt};
 
 /// How relaying the answer ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -42,11 +42,7 @@ pub struct RelayCtx<'a> {
 }
 
 /// Reads the answer from `pipe` and sends it on `respond`.
-pub async fn relay<R: AsyncRead + Unpin>(
-    pipe: &mut R,
-    respond: &mut SendResponse<Bytes>,
-    ctx: &RelayCtx<'_>,
-) -> Relayed {
+pub async fn relay(pipe: &mut Reader<'_>, respond: &mut SendResponse<Bytes>, ctx: &RelayCtx<'_>) -> Relayed {
     let mut buf = Vec::with_capacity(16 * 1024);
     let mut head = ResponseHead::new();
     if final_head(pipe, &mut buf, &mut head, ctx).await.is_none() {
@@ -67,8 +63,8 @@ pub async fn relay<R: AsyncRead + Unpin>(
 
 /// Reads until `buf` starts with a final (non-1xx) head; `None`: the pipe closed first,
 /// or what came is not a head (the phases write only valid ones: a failure there).
-async fn final_head<R: AsyncRead + Unpin>(
-    pipe: &mut R,
+async fn final_head(
+    pipe: &mut Reader<'_>,
     buf: &mut Vec<u8>,
     head: &mut ResponseHead,
     ctx: &RelayCtx<'_>,
@@ -86,7 +82,7 @@ async fn final_head<R: AsyncRead + Unpin>(
                 Err(_) => return None,
             }
         }
-        if pipe.read_buf(buf).await.ok()? == 0 {
+        if pipe.take_into(buf).await == 0 {
             return None;
         }
     }
@@ -95,21 +91,16 @@ async fn final_head<R: AsyncRead + Unpin>(
 /// The status and fields, without the connection-specific ones (and those `Connection`
 /// names).
 fn translate(buf: &[u8], head: &ResponseHead) -> http::Response<()> {
-    let named_by_connection: Vec<&[u8]> = head
-        .headers
-        .iter()
-        .filter(|h| h.name.slice(buf).eq_ignore_ascii_case(b"connection"))
-        .flat_map(|h| h.value.slice(buf).split(|b| *b == b','))
-        .map(<[u8]>::trim_ascii)
-        .collect();
     let mut response = http::Response::new(());
     *response.status_mut() = http::StatusCode::from_u16(head.status).unwrap_or(http::StatusCode::BAD_GATEWAY);
     let fields = response.headers_mut();
+    fields.reserve(head.headers.len());
+    // The answers the switch passes on rarely carry `Connection` (the reply phase drops
+    // the server's): its list is looked at only when there is one.
+    let connection = head.headers.iter().find(|h| h.name.slice(buf).eq_ignore_ascii_case(b"connection"));
     for h in &head.headers {
         let (name, value) = (h.name.slice(buf), h.value.slice(buf));
-        let hop = |n: &[u8]| n.eq_ignore_ascii_case(name);
-        if CONNECTION_SPECIFIC.iter().any(|c| hop(c.as_bytes())) || named_by_connection.iter().any(|c| hop(c))
-        {
+        if connection_specific(name) || connection.is_some_and(|_| named_by_connection(buf, head, name)) {
             continue;
         }
         let (Ok(name), Ok(value)) =
@@ -122,9 +113,25 @@ fn translate(buf: &[u8], head: &ResponseHead) -> http::Response<()> {
     response
 }
 
+/// One of the fields an HTTP/2 response must not carry (checked by length first: most
+/// fields have none of these lengths).
+fn connection_specific(name: &[u8]) -> bool {
+    matches!(name.len(), 7 | 10 | 16 | 17)
+        && CONNECTION_SPECIFIC.iter().any(|c| c.as_bytes().eq_ignore_ascii_case(name))
+}
+
+/// Whether a `Connection` field of the head names `name`.
+fn named_by_connection(buf: &[u8], head: &ResponseHead, name: &[u8]) -> bool {
+    head.headers
+        .iter()
+        .filter(|h| h.name.slice(buf).eq_ignore_ascii_case(b"connection"))
+        .flat_map(|h| h.value.slice(buf).split(|b| *b == b','))
+        .any(|c| c.trim_ascii().eq_ignore_ascii_case(name))
+}
+
 /// Streams the body as DATA frames, de-chunked, within the client's flow control.
-async fn body<R: AsyncRead + Unpin>(
-    pipe: &mut R,
+async fn body(
+    pipe: &mut Reader<'_>,
     buf: &mut Vec<u8>,
     kind: BodyKind,
     send: &mut SendStream<Bytes>,
@@ -149,10 +156,10 @@ async fn body<R: AsyncRead + Unpin>(
         if done {
             return end(send, parse_trailer_section(&trailer));
         }
-        match pipe.read_buf(buf).await {
-            Ok(0) if kind == BodyKind::UntilClose => return end(send, HeaderMap::new()),
-            Ok(0) | Err(_) => return reset(send, Relayed::NoAnswer),
-            Ok(_) => {}
+        match pipe.take_into(buf).await {
+            0 if kind == BodyKind::UntilClose => return end(send, HeaderMap::new()),
+            0 => return reset(send, Relayed::NoAnswer),
+            _ => {}
         }
     }
 }
@@ -170,8 +177,8 @@ fn end(send: &mut SendStream<Bytes>, trailers: HeaderMap) -> Relayed {
 
 /// A gRPC call answered with another status than `200`: the answer becomes a gRPC status,
 /// trailers-only; a short plain body (the switch's own reason) goes in `grpc-message`.
-async fn grpc_status<R: AsyncRead + Unpin>(
-    pipe: &mut R,
+async fn grpc_status(
+    pipe: &mut Reader<'_>,
     buf: &mut Vec<u8>,
     head: &ResponseHead,
     respond: &mut SendResponse<Bytes>,
@@ -189,15 +196,11 @@ async fn grpc_status<R: AsyncRead + Unpin>(
 }
 
 /// The body of an answer when it is short text with a length (the switch's refusals are).
-async fn short_body<R: AsyncRead + Unpin>(
-    pipe: &mut R,
-    buf: &mut Vec<u8>,
-    head: &ResponseHead,
-) -> Option<String> {
+async fn short_body(pipe: &mut Reader<'_>, buf: &mut Vec<u8>, head: &ResponseHead) -> Option<String> {
     let BodyKind::Length(n) = head.body else { return None };
     let end = head.head_len + usize::try_from(n).ok().filter(|n| *n <= 512)?;
     while buf.len() < end {
-        if pipe.read_buf(buf).await.ok()? == 0 {
+        if pipe.take_into(buf).await == 0 {
             return None;
         }
     }

@@ -4,15 +4,16 @@
 //! relayed back (`response`). The three run together, so a server that answers before the
 //! body is whole, or a large body in either direction, never deadlocks.
 
-use crate::floor::budget::{Charge, Metered};
+use crate::floor::budget::Charge;
 use crate::floor::conns::{ConnState, Watch};
 use crate::floor::fields::write_chunked_end;
+use crate::floor::pipe::{self, PhasesEnd};
 use crate::floor::stats::Counter;
 use crate::floor::stream::{ClientStream, Piped};
 use crate::floor::worker::{BusyGuard, Worker};
 use crate::http::Client;
 use crate::http2::grpc;
-use crate::http2::request::{self, Framing, Refused, Translated};
+use crate::http2::request::{self, Framing, Refused};
 use crate::http2::response::{self, RelayCtx, Relayed};
 use crate::http2::Conn;
 use crate::observe::record::{self, Details, Entry, Outcome};
@@ -22,9 +23,6 @@ use h2::RecvStream;
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-
-/// Bytes the pipe holds in each direction: as much as one read of the phases takes.
-const PIPE_BYTES: usize = 64 * 1024;
 
 /// Serves one stream to its end.
 pub async fn serve(
@@ -41,20 +39,22 @@ pub async fn serve(
         Ok(t) => t,
         Err(r) => return refuse(&worker, &conn, listener, &req, &mut respond, r),
     };
-    // The header block is held while the stream runs; the pipes hold what passes.
+    // The header block is held while the stream runs (in the phases' buffer, where the
+    // head reader finds it: it never passes through the pipe); the pipe holds what passes.
     let _head = Charge::new(&conn.budget, t.head.len());
     let snap = worker.shared.snapshot.load_full();
-    let (mine, theirs) = tokio::io::duplex(PIPE_BYTES);
-    let mine = Metered::new(mine, &conn.budget);
-    let mut client = piped_client(&conn, Metered::new(theirs, &conn.budget));
+    let (wing, theirs) = pipe::pipe(&conn.budget);
+    let mut client = piped_client(&worker, &conn, theirs, &t.head);
     let phases = async {
         crate::http::serve_piped(&worker, listener, &mut client).await;
         if client.served {
             conn.served.set(true);
         }
+        if let Some(buf) = client.buf.take() {
+            worker.bufs.give(buf);
+        }
         drop(client); // the pipe's end: the relay reads the end of the answer
     };
-    let (mut pr, pw) = tokio::io::split(mine);
     let ctx = RelayCtx {
         stats: &worker.shared.stats,
         limits: snap.head_limits,
@@ -63,8 +63,12 @@ pub async fn serve(
         grpc: grpc::is_grpc(req.headers()),
     };
     let exchange = async {
-        let upload = upload(pw, t, req.into_body(), &worker, snap.config.timeouts.client_io);
-        let relay = response::relay(&mut pr, &mut respond, &ctx);
+        let upload = async {
+            upload(wing.writer(), t.framing, req.into_body(), &worker, snap.config.timeouts.client_io).await;
+            wing.close_up();
+        };
+        let mut answer = wing.reader();
+        let relay = response::relay(&mut answer, &mut respond, &ctx);
         tokio::pin!(relay);
         tokio::select! {
             biased;
@@ -79,13 +83,16 @@ pub async fn serve(
 }
 
 /// The stream as a client connection of the HTTP/1.1 phases: the real connection's
-/// address, TLS facts, pool id and `served`; busy from the start (never evicted).
-fn piped_client(conn: &Conn, io: Metered<tokio::io::DuplexStream>) -> Client {
+/// address, TLS facts, pool id and `served`; busy from the start (never evicted); its
+/// translated head already in its buffer.
+fn piped_client(worker: &Worker, conn: &Conn, io: PhasesEnd, head: &[u8]) -> Client {
     let piped = Piped { io, local: conn.local, tls: conn.tls.clone() };
+    let mut buf = worker.bufs.take_for_head();
+    buf.put(head);
     Client {
         stream: ClientStream::Piped(Box::new(piped)),
         peer: conn.peer,
-        buf: None,
+        buf: Some(buf),
         pins: None,
         state: Rc::new(Watch::with(ConnState::Busy)),
         id: conn.id,
@@ -94,20 +101,17 @@ fn piped_client(conn: &Conn, io: Metered<tokio::io::DuplexStream>) -> Client {
     }
 }
 
-/// Writes the head, then the body as DATA arrives (chunked unless a length was given), into
-/// the phases' pipe; a body longer or shorter than its `content-length` is refused (the
-/// stream reset, counted) and never written past the length. Closes the pipe when done or
-/// failed: the phases then see the request end (or the client go).
+/// Writes the body as DATA arrives (chunked unless a length was given) into the phases'
+/// pipe; a body longer or shorter than its `content-length` is refused (the stream reset,
+/// counted) and never written past the length. The caller closes the pipe when this ends,
+/// done or failed: the phases then see the request end (or the client go).
 async fn upload<W: AsyncWrite + Unpin>(
     mut pw: W,
-    t: Translated,
+    framing: Framing,
     mut body: RecvStream,
     worker: &Worker,
     client_io: Duration,
 ) {
-    if pw.write_all(&t.head).await.is_err() {
-        return;
-    }
     let mut sent = 0u64;
     let mut chunk = Vec::new();
     loop {
@@ -121,10 +125,10 @@ async fn upload<W: AsyncWrite + Unpin>(
             continue; // an empty DATA frame: as a chunk it would end the body
         }
         sent += data.len() as u64;
-        if matches!(t.framing, Framing::Length(n) if sent > n) || t.framing == Framing::None {
+        if matches!(framing, Framing::Length(n) if sent > n) || framing == Framing::None {
             return length_mismatch(worker);
         }
-        let written = match t.framing {
+        let written = match framing {
             Framing::Chunked => {
                 request::chunk(&data, &mut chunk);
                 pw.write_all(&chunk).await
@@ -138,7 +142,7 @@ async fn upload<W: AsyncWrite + Unpin>(
         // budget full) stays within the flow-control window.
         let _ = body.flow_control().release_capacity(data.len());
     }
-    match t.framing {
+    match framing {
         Framing::Length(n) if sent != n => length_mismatch(worker),
         Framing::Chunked => {
             // The request's trailers (after its DATA), as the chunked trailer section.
