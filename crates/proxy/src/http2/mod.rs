@@ -15,12 +15,13 @@
 //! | bytes read before the wing took over (the preface) | `rewind.rs` |
 //! | one stream: the pipe, the request body, the answer | `stream.rs` |
 //! | h2 request → HTTP/1.1 head, with the smuggling checks | `request.rs` |
-//! | HTTP/1.1 response → h2 response (trailers included) | `response.rs` |
+//! | HTTP/1.1 response → h2 response (trailers included) | `response.rs` (the head: `answer.rs`) |
 //! | gRPC calls: recognised, refusals as gRPC statuses | `grpc.rs` |
 //!
 //! Why a pipe into the HTTP/1.1 phases rather than phases of its own: `docs/adr/`
 //! (HTTP/2 streams through the HTTP/1.1 phases).
 
+mod answer;
 mod grpc;
 mod request;
 mod response;

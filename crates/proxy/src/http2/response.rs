@@ -7,6 +7,7 @@
 use crate::floor::fields::parse_trailer_section;
 use crate::floor::pipe::Reader;
 use crate::floor::stats::{Counter, Stats};
+use crate::http2::answer;
 use crate::http2::grpc;
 use bytes::Bytes;
 use h2::server::SendResponse;
@@ -43,7 +44,8 @@ pub struct RelayCtx<'a> {
 
 /// Reads the answer from `pipe` and sends it on `respond`.
 pub async fn relay(pipe: &mut Reader<'_>, respond: &mut SendResponse<Bytes>, ctx: &RelayCtx<'_>) -> Relayed {
-    let mut buf = Vec::with_capacity(16 * 1024);
+    // Empty: the first read takes the pipe's own buffer (`floor::pipe`).
+    let mut buf = Vec::new();
     let mut head = ResponseHead::new();
     if final_head(pipe, &mut buf, &mut head, ctx).await.is_none() {
         return Relayed::NoAnswer;
@@ -62,17 +64,18 @@ pub async fn relay(pipe: &mut Reader<'_>, respond: &mut SendResponse<Bytes>, ctx
 }
 
 /// Reads until `buf` starts with a final (non-1xx) head; `None`: the pipe closed first,
-/// or what came is not a head (the phases write only valid ones: a failure there).
+/// or what came is not a head (the phases write only valid ones: a failure there). The
+/// head is not validated again (`answer`).
 async fn final_head(
     pipe: &mut Reader<'_>,
     buf: &mut Vec<u8>,
     head: &mut ResponseHead,
     ctx: &RelayCtx<'_>,
 ) -> Option<()> {
-    let limits = HeadLimits { max_head_bytes: ctx.limits.max_head_bytes.max(64 * 1024), ..ctx.limits };
+    let max = ctx.limits.max_head_bytes.max(64 * 1024);
     loop {
         if !buf.is_empty() {
-            match head.parse(buf, &limits, ctx.is_head) {
+            match answer::read(buf, head, ctx.is_head, max) {
                 Ok(Parse::Complete) if head.is_interim() => {
                     buf.drain(..head.head_len);
                     continue;

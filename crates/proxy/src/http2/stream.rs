@@ -64,7 +64,11 @@ pub async fn serve(
     };
     let exchange = async {
         let upload = async {
-            upload(wing.writer(), t.framing, req.into_body(), &worker, snap.config.timeouts.client_io).await;
+            // A stream that ended with its headers has no body to wait for.
+            if t.framing != Framing::None {
+                let body = req.into_body();
+                upload(wing.writer(), t.framing, body, &worker, snap.config.timeouts.client_io).await;
+            }
             wing.close_up();
         };
         let mut answer = wing.reader();
