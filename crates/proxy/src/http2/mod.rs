@@ -30,17 +30,17 @@ mod stream;
 
 use crate::floor::budget::Budget;
 use crate::floor::conns::{ConnState, Slot};
-use crate::floor::stats::Counter;
+use crate::floor::stats::{Counter, Stats};
 use crate::floor::stream::ClientStream;
 use crate::floor::worker::{BusyGuard, Open, Worker};
 use crate::http::Client;
-use futures_util::stream::{FuturesUnordered, StreamExt};
 use rewind::Rewind;
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::task::JoinSet;
 
 /// Streams a client may open and reset before the switch has answered them, before the
 /// connection is closed with ENHANCE_YOUR_CALM (rapid reset, CVE-2023-44487).
@@ -118,10 +118,7 @@ where
     let snap = worker.shared.snapshot.load_full();
     let Some(mut h2) = handshake(worker, &conn, &snap, io).await else { return };
     let conn = Rc::new(conn);
-    // The streams run inside the connection's task (polled only when woken), not as tasks
-    // of their own: no task to allocate and schedule per stream, and the listener's
-    // task-local (`Stats::on_listener`) is already set (ADR 0020).
-    let mut streams = FuturesUnordered::new();
+    let mut streams = JoinSet::new();
     let mut closing = false;
     // Once shutdown starts, the connection counts as a request in progress until its
     // streams' answers are written out and GOAWAY sent (the phases' own count ends when
@@ -138,24 +135,26 @@ where
             next = h2.accept() => match next {
                 Some(Ok(_)) if streams.len() >= max_running => {
                     rapid_reset(worker, &conn, &mut h2);
-                    streams.clear();
+                    streams.abort_all();
                     closing = true;
                 }
                 Some(Ok((_, mut respond))) if conn.budget.full() => {
                     if over_budget(worker, &conn, &mut respond) {
                         h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
-                        streams.clear();
+                        streams.abort_all();
                         closing = true;
                     }
                 }
                 Some(Ok((req, respond))) => {
                     worker.shared.stats.inc(Counter::H2Streams);
-                    streams.push(stream::serve(Rc::clone(worker), open.listener(), Rc::clone(&conn), req, respond));
+                    let s = stream::serve(Rc::clone(worker), open.listener(), Rc::clone(&conn), req, respond);
+                    // A task-local does not pass to spawned tasks: each stream says its listener.
+                    streams.spawn_local(Box::pin(Stats::on_listener(open.listener(), s)));
                 }
                 Some(Err(e)) => return connection_error(worker, &conn, &e),
                 None => return,
             },
-            Some(()) = streams.next(), if !streams.is_empty() => {}
+            Some(_) = streams.join_next(), if !streams.is_empty() => {}
             () = idle, if !closing => {
                 closing = true;
                 h2.graceful_shutdown();
