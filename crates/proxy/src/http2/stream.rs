@@ -80,7 +80,9 @@ pub async fn serve(
             () = upload => relay.await,
         }
     };
-    let ((), relayed) = tokio::join!(phases, exchange);
+    // Biased: the phases first, so an answer they write is relayed in the same poll of the
+    // stream instead of the next (each poll of the stream's task costs a wake-up).
+    let ((), relayed) = tokio::join!(biased; phases, exchange);
     if relayed == Relayed::NoAnswer {
         respond.send_reset(h2::Reason::CANCEL);
     }
