@@ -363,6 +363,22 @@ async fn a_zero_window_stall_is_reset_after_client_io() {
     assert_eq!(r.count(Counter::ClientTimeout), 1);
 }
 
+/// A connection whose streams have all ended is idle: after `client_idle` it gets GOAWAY.
+/// The idle clock starts when its last stream ends (the stream's end wakes the
+/// connection, which does not wait on each stream's task).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_whose_streams_ended_gets_goaway_after_client_idle() {
+    use raw::Raw;
+    let r = rig("idle", "short-idle").await;
+    let mut raw = Raw::open(r.addr).await;
+    assert!(raw.send(&Raw::get(1, "/a/1")).await);
+    assert_eq!(raw.next_for(1).await.map(|(kind, _)| kind), Some(1), "the answer's HEADERS");
+    let answered = std::time::Instant::now();
+    assert_eq!(raw.goaway().await, Some(0), "GOAWAY NO_ERROR");
+    let waited = answered.elapsed();
+    assert!(waited >= Duration::from_millis(600) && waited < Duration::from_secs(3), "{waited:?}");
+}
+
 /// Shutdown with a stream in flight: the stream is answered whole, then the connection
 /// gets GOAWAY and the switch stops.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

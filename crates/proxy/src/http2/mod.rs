@@ -87,6 +87,9 @@ pub(crate) struct Conn {
     pub budget: Rc<Budget>,
     /// Streams refused because the budget was full.
     memory_refusals: Cell<usize>,
+    /// Streams whose tasks are still running, and the wake-up when the last one ends.
+    running: Cell<usize>,
+    quiet: tokio::sync::Notify,
     state: Slot,
 }
 
@@ -103,6 +106,8 @@ impl Conn {
             served: Cell::new(false),
             budget: Budget::new(limit),
             memory_refusals: Cell::new(0),
+            running: Cell::new(0),
+            quiet: tokio::sync::Notify::new(),
             state,
         }
     }
@@ -129,6 +134,10 @@ where
     // frees a client's stream count at its RST_STREAM, while the request goes on here).
     let max_running = 2 * snap.config.limits.h2_max_concurrent_streams;
     loop {
+        // Ended streams are collected here, without waiting for them: a wake-up of this
+        // task for each stream that ends would poll the h2 connection again (its costliest
+        // part); only the last one wakes it (`StreamEnd`), to start the idle clock.
+        while streams.try_join_next().is_some() {}
         conn.state.set(if streams.is_empty() { ConnState::Idle } else { ConnState::Busy });
         let idle = idle_wait(streams.is_empty(), snap.config.timeouts.client_idle);
         tokio::select! {
@@ -148,13 +157,14 @@ where
                 Some(Ok((req, respond))) => {
                     worker.shared.stats.inc(Counter::H2Streams);
                     let s = stream::serve(Rc::clone(worker), open.listener(), Rc::clone(&conn), req, respond);
+                    let s = StreamEnd::counted(&conn).around(s);
                     // A task-local does not pass to spawned tasks: each stream says its listener.
                     streams.spawn_local(Box::pin(Stats::on_listener(open.listener(), s)));
                 }
                 Some(Err(e)) => return connection_error(worker, &conn, &e),
                 None => return,
             },
-            Some(_) = streams.join_next(), if !streams.is_empty() => {}
+            () = conn.quiet.notified(), if !streams.is_empty() => {}
             () = idle, if !closing => {
                 closing = true;
                 h2.graceful_shutdown();
@@ -170,6 +180,33 @@ where
                 closing = true;
                 h2.graceful_shutdown();
             }
+        }
+    }
+}
+
+/// A running stream, counted on its connection until its task ends (or is aborted); the
+/// last one to end wakes the connection.
+struct StreamEnd(Rc<Conn>);
+
+impl StreamEnd {
+    fn counted(conn: &Rc<Conn>) -> StreamEnd {
+        conn.running.set(conn.running.get() + 1);
+        StreamEnd(Rc::clone(conn))
+    }
+
+    /// `stream`, counted while it runs.
+    async fn around<F: std::future::Future<Output = ()>>(self, stream: F) {
+        stream.await;
+        drop(self);
+    }
+}
+
+impl Drop for StreamEnd {
+    fn drop(&mut self) {
+        let left = self.0.running.get().saturating_sub(1);
+        self.0.running.set(left);
+        if left == 0 {
+            self.0.quiet.notify_one();
         }
     }
 }

@@ -39,8 +39,8 @@ Big: if (json.order.total > 100) { routeTo(gb); }
 
 /// The switch and its origins. `kind`: "" (plain, h2c on), "h2c-off", "tls" (ALPN h2 and
 /// http/1.1, certificate for a.example), "tls-h1" (ALPN http/1.1 only), "log" (plain,
-/// access log to a file), "short-io" (plain, `client_io = "1s"`), "few-streams" (plain,
-/// `h2_max_concurrent_streams = 10`).
+/// access log to a file), "short-io" (plain, `client_io = "1s"`), "short-idle" (plain,
+/// `client_idle = "1s"`), "few-streams" (plain, `h2_max_concurrent_streams = 10`).
 pub async fn rig(tag: &str, kind: &str) -> Rig {
     let dir = std::env::temp_dir().join(format!("cswitch-h2-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -58,6 +58,7 @@ pub async fn rig(tag: &str, kind: &str) -> Rig {
     let listener_extra = match kind {
         "h2c-off" => "h2c = false\n".to_string(),
         "short-io" => "[timeouts]\nclient_io = \"1s\"\n".to_string(),
+        "short-idle" => "[timeouts]\nclient_idle = \"1s\"\n".to_string(),
         "few-streams" => "[limits]\nh2_max_concurrent_streams = 10\n".to_string(),
         "tls" | "tls-h1" => {
             let made = rcgen::generate_simple_self_signed(vec!["a.example".to_string()]).unwrap();
