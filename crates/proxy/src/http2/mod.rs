@@ -4,8 +4,9 @@
 //! makes each stream a request of its own that runs the HTTP/1.1 wing's phases unchanged
 //! (rules, the one routing decision, persistence, pooled server connections, the switch's
 //! answers, the access log and counters): the stream is translated to an HTTP/1.1 request,
-//! checked against smuggling on the way (`request`), piped into those phases
-//! (`floor::stream::Piped`), and the answer read back and translated (`response`).
+//! checked against smuggling on the way (`request`), its head put in those phases' buffer
+//! and its body piped in (`floor::stream::Piped` over `floor::pipe`), and the answer read
+//! back and translated (`response`, `answer`).
 //! Streams of one connection run concurrently and may go to different servers, within
 //! the connection's memory bound (`floor::budget`).
 //!
