@@ -141,7 +141,8 @@ pub struct Global {
     pub workers: usize,
     /// On SIGTERM, how long in-flight requests may run before the process exits (default 30s).
     pub grace_period: Duration,
-    /// How plain HTTP client sockets do their I/O (default epoll).
+    /// How plain HTTP client sockets and server connections do their I/O (default uring,
+    /// epoll where the kernel refuses io_uring).
     pub io: IoModel,
 }
 

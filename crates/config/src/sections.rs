@@ -14,7 +14,7 @@ const MIB: i64 = 1024 * 1024;
 pub(crate) fn global(root: &Table, sink: &mut Sink) -> Global {
     let section = root.section(sink, "global");
     let Some(t) = section else {
-        return Global { workers: 0, grace_period: Duration::from_secs(30), io: IoModel::Epoll };
+        return Global { workers: 0, grace_period: Duration::from_secs(30), io: IoModel::Uring };
     };
     t.reject_unknown(sink, GLOBAL_KEYS, home_of);
     Global {
@@ -113,19 +113,16 @@ fn to_i64(v: usize) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// `[global] io`: `"epoll"` (default) or `"uring"`.
+/// `[global] io`: `"uring"` (default) or `"epoll"`.
 fn io_model(t: &Table, sink: &mut Sink) -> IoModel {
-    let Some(v) = t.string(sink, "io") else { return IoModel::Epoll };
+    let Some(v) = t.string(sink, "io") else { return IoModel::Uring };
     match v.value {
         "epoll" => IoModel::Epoll,
         "uring" => IoModel::Uring,
         other => {
             let message = format!("unknown io `{other}`; valid: epoll, uring");
             let hint = crate::suggest::hint(other, ["epoll", "uring"]).or_else(|| {
-                Some(
-                    "write `io = \"uring\"` (io_uring for plain HTTP client sockets) or leave it out (epoll)"
-                        .into(),
-                )
+                Some("write `io = \"epoll\"` (readiness for every socket) or leave it out (io_uring)".into())
             });
             sink.error(&v.span, &v.key, message, hint);
             IoModel::Epoll

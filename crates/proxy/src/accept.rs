@@ -7,6 +7,7 @@ use crate::floor::handover::Moving;
 use crate::floor::shared::Shared;
 use crate::floor::stats::{Counter, Stats};
 use crate::floor::stream::{handshake, ClientStream};
+use crate::floor::uring::listen::Listening;
 use crate::floor::worker::{Open, Worker};
 use crate::observe::access_log::{self, LogOutput};
 use std::net::SocketAddr;
@@ -14,7 +15,7 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// Runs one worker until shutdown completes. `listeners[i]` serves snapshot listener `i`.
 /// `adopted` brings the connections a binary upgrade's old process hands over.
@@ -49,7 +50,7 @@ pub fn run(
         }
         crate::handoff::worker::set(&worker);
         for (index, l) in listeners.into_iter().enumerate() {
-            match TcpListener::from_std(l) {
+            match Listening::new(l, worker.ring_serves(index)) {
                 Ok(l) => {
                     let accepting = Stats::on_listener(index, accept_loop(Rc::clone(&worker), l, index));
                     drop(tokio::task::spawn_local(accepting));
@@ -81,7 +82,7 @@ fn install_ring() -> bool {
     }
 }
 
-async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
+async fn accept_loop(worker: Rc<Worker>, listener: Listening, index: usize) {
     loop {
         // Made before the check: a stop signalled in between still wakes it.
         let stop = worker.shutdown.notified();
@@ -111,7 +112,7 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
         if !admit(&worker) {
             continue;
         }
-        let _ = stream.set_nodelay(true);
+        let _ = stream.set_nodelay();
         let state: Slot = Rc::new(Watch::new());
         let open = Open::new(Rc::clone(&worker), index);
         if is_plain_http(&worker, index) {
@@ -120,11 +121,15 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
                     Ok(s) => ClientStream::Ring(crate::floor::uring::RingTcp::new(s)),
                     Err(_) => continue,
                 },
-                false => ClientStream::Plain(stream),
+                false => match stream.into_tokio() {
+                    Ok(s) => ClientStream::Plain(s),
+                    Err(_) => continue,
+                },
             };
             let client = crate::http::client(&open, stream, peer, Rc::clone(&state));
             spawn_http(&worker, open, client, state);
         } else {
+            let Ok(stream) = stream.into_tokio() else { continue };
             let task = tokio::task::spawn_local(Stats::on_listener(
                 index,
                 dispatch(open, stream, peer, Rc::clone(&state)),

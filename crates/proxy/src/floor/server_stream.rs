@@ -3,6 +3,7 @@
 //! expect; a pooled idle one answers "still usable?" without a syscall (the reactor's
 //! readiness, or the ring's receive kept in flight while it waits in the pool).
 
+use crate::floor::buf::IoBuf;
 use crate::floor::uring::RingTcp;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -40,6 +41,19 @@ impl ServerStream {
                 (ServerRead::Tcp(r), ServerWrite::Tcp(w))
             }
             ServerStream::Ring(r) => (ServerRead::Ring(&*r), ServerWrite::Ring(&*r)),
+        }
+    }
+
+    /// A ring connection becomes a tokio one (a tunnel begins: see `RingTcp::into_tokio`);
+    /// bytes the ring held go to the end of `sbuf`.
+    pub async fn settle(&mut self, sbuf: &mut IoBuf) {
+        if let ServerStream::Ring(_) = self {
+            let ServerStream::Ring(r) = std::mem::replace(self, ServerStream::Ring(RingTcp::closed())) else {
+                return;
+            };
+            if let Ok(tcp) = r.into_tokio(sbuf).await {
+                *self = ServerStream::Tcp(tcp);
+            }
         }
     }
 

@@ -88,6 +88,19 @@ impl ClientStream {
         }
     }
 
+    /// A ring connection becomes a tokio one (a tunnel begins: see `RingTcp::into_tokio`);
+    /// bytes the ring held go to the end of `cbuf`.
+    pub async fn settle(&mut self, cbuf: &mut crate::floor::buf::IoBuf) {
+        if let ClientStream::Ring(_) = self {
+            let ClientStream::Ring(r) = std::mem::replace(self, ClientStream::Ring(RingTcp::closed())) else {
+                return;
+            };
+            if let Ok(tcp) = r.into_tokio(cbuf).await {
+                *self = ClientStream::Plain(tcp);
+            }
+        }
+    }
+
     /// Whether this is an HTTP/2 stream piped into the HTTP/1.1 phases.
     pub fn is_piped(&self) -> bool {
         matches!(self, ClientStream::Piped(_))

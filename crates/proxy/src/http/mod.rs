@@ -194,6 +194,9 @@ async fn wait_for_request(worker: &Worker, client: &mut Client) -> Next {
         // while the next request is already there, which would be lost (and the close
         // might reset the answers before it).
         if !client.stream.is_tls() {
+            // On the ring the answer's last send may still be in flight: the socket can
+            // leave only once it is done.
+            let _ = tokio::io::AsyncWriteExt::flush(&mut client.stream).await;
             return Next::Park;
         }
         if !client.stream.request_waiting() {

@@ -78,6 +78,18 @@ pub(super) fn with<T>(f: impl FnOnce(&mut Driver) -> T) -> T {
     DRIVER.with(|d| f(d.borrow_mut().as_mut().expect("io_uring driver installed on this worker")))
 }
 
+/// Runs `f` on this thread's driver if it is still there (a socket dropped while the thread
+/// ends finds it gone: the ring, and every operation with it, went first).
+pub(super) fn try_with(f: impl FnOnce(&mut Driver)) {
+    let _ = DRIVER.try_with(|d| {
+        if let Ok(mut d) = d.try_borrow_mut() {
+            if let Some(d) = d.as_mut() {
+                f(d);
+            }
+        }
+    });
+}
+
 /// Creates this worker thread's ring (call on the thread, before its runtime runs). Fails
 /// where io_uring is unavailable or refused (old kernel, `io_uring_disabled`, seccomp).
 pub fn install() -> io::Result<()> {

@@ -1,4 +1,4 @@
-//! The completion-based data path (issue 14, ADR 0017/0018): plain HTTP client sockets whose
+//! The completion-based data path (issue 14, ADR 0017 and 0021): plain HTTP client sockets whose
 //! receives and sends go through the worker's io_uring instead of tokio's epoll, when
 //! `[global] io = "uring"` asks for it and the kernel allows it.
 //!
@@ -7,6 +7,7 @@
 //! | the worker's ring: operations, completions, the tokio hooks (reaper, flush before park) | `driver.rs` |
 //! | the provided buffers receives land in (no buffer per waiting connection) | `bufs.rs` |
 //! | a TCP socket served by the ring, as `AsyncRead`/`AsyncWrite` | `tcp.rs` |
+//! | accepting connections that never join tokio's epoll | `listen.rs` |
 //!
 //! The ring lives beside tokio, not instead of it: timers, TLS, HTTP/2, the parked set,
 //! agents and the admin API stay on epoll. The ring's eventfd sits in the worker's epoll; the
@@ -16,6 +17,7 @@
 
 mod bufs;
 pub mod driver;
+pub mod listen;
 pub mod tcp;
 
 pub use driver::{install, reaper};

@@ -14,6 +14,7 @@
 //! answered from the receive in flight when there is one, else by a non-blocking peek.
 
 use super::driver::{self, with, SEND_SIZE};
+use crate::floor::buf::IoBuf;
 use std::cell::Cell;
 use std::io;
 use std::net::{SocketAddr, TcpStream};
@@ -124,6 +125,26 @@ impl RingTcp {
         Ok(stream)
     }
 
+    /// Leaves the ring for good, for tokio's epoll (a tunnel: long-lived, and it must be able
+    /// to move to a new process as a bare socket): waits for the send in flight, cancels the
+    /// receive; bytes the ring received that nobody read yet are appended to `leftover`.
+    pub async fn into_tokio(mut self, leftover: &mut IoBuf) -> io::Result<tokio::net::TcpStream> {
+        std::future::poll_fn(|cx| self.poll_sent(cx)).await?;
+        let rd = self.rd.get();
+        if rd.op != NONE {
+            let (res, flags) = with(|d| d.cancel_now(rd.op));
+            if res > 0 {
+                with(|d| leftover.extend(&d.received(flags, res)[rd.taken as usize..]));
+            }
+            with(|d| d.finish_recv(rd.op));
+            self.rd.set(ReadSide { op: NONE, taken: 0, end: rd.end });
+        }
+        let fd = self.fd.take().ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
+        let stream = TcpStream::from(fd);
+        stream.set_nonblocking(true)?;
+        tokio::net::TcpStream::from_std(stream)
+    }
+
     /// Whether reading now would not wait: bytes or the end of the stream are here.
     pub fn has_bytes(&self) -> bool {
         let rd = self.rd.get();
@@ -151,10 +172,12 @@ impl RingTcp {
 
     /// A non-blocking one-byte peek: `None` would block, `Some(0)` end, `Some(-1)` error.
     fn peek_now(&self) -> Option<i32> {
-        let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
-        match socket2::SockRef::from(&self.fd()).peek(&mut probe) {
-            Ok(n) => Some(n as i32),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+        // DONTWAIT: an accepted socket the ring serves is in blocking mode.
+        let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
+        let mut probe = [0u8; 1];
+        match rustix::net::recv(self.fd(), &mut probe, flags) {
+            Ok((n, _)) => Some(n as i32),
+            Err(rustix::io::Errno::AGAIN) => None,
             Err(_) => Some(-1),
         }
     }
@@ -313,7 +336,7 @@ impl Drop for RingTcp {
         // The descriptor closes after this: what names it must have reached the kernel (a
         // number closed first could be reused by the next accept). A receive is cancelled;
         // a send finishes on its own (its bytes are the answer's end).
-        with(|d| {
+        driver::try_with(|d| {
             let ops = [rd.op, wr.op].into_iter().filter(|&op| op != NONE);
             d.flush_if_queued(ops);
             if rd.op != NONE {

@@ -70,6 +70,8 @@ pub async fn run<C: AsyncRead + AsyncWrite + Unpin + Movable>(
     idle: Duration,
 ) -> Carried {
     let mut total = Carried::default();
+    // A tunnel lives on epoll: as a bare socket it can move to a new process.
+    server.settle(sbuf).await;
     let mut may_move = client.movable().is_some();
     loop {
         let pause = async {
