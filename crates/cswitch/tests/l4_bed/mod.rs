@@ -161,18 +161,35 @@ impl Bed {
 
     /// Which node `lb` sent each client connection to (its flow probe): client address →
     /// node name. Every connection is there, refused ones too; client ports are never
-    /// reused (`client`), so each entry is one connection.
+    /// reused (`client`), so each entry is one connection. (A connection whose first SYN
+    /// the tier retried elsewhere has two nodes: [`Bed::flow_nodes`].)
     pub fn flows(&self) -> std::collections::HashMap<SocketAddrV4, String> {
+        let mut flows = std::collections::HashMap::new();
+        for (client, nodes) in self.flow_nodes() {
+            if let Some(node) = nodes.into_iter().next() {
+                flows.insert(client, node);
+            }
+        }
+        flows
+    }
+
+    /// Every node `lb` sent each client connection's new flows to, in name order: one for
+    /// most, two when the first went to a dead node and the SYN's retransmit was balanced
+    /// anew.
+    pub fn flow_nodes(&self) -> std::collections::HashMap<SocketAddrV4, Vec<String>> {
         let out = self.net.run("lb", &["nft", "list", "set", "ip", "probe", "flows"]);
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         let elements = text.split_once("elements = {").map_or("", |(_, e)| e);
-        let mut flows = std::collections::HashMap::new();
+        let mut flows: std::collections::HashMap<SocketAddrV4, Vec<String>> =
+            std::collections::HashMap::new();
         for element in elements.split(',') {
             let parts: Vec<&str> = element.split_whitespace().filter(|w| *w != ".").take(3).collect();
             let [ip, port, node] = parts[..] else { continue };
             let (Ok(ip), Ok(port), Ok(node)) = (ip.parse(), port.parse(), node.parse()) else { continue };
             if let Some(name) = node_name(node) {
-                flows.insert(SocketAddrV4::new(ip, port), name);
+                let nodes = flows.entry(SocketAddrV4::new(ip, port)).or_default();
+                nodes.push(name);
+                nodes.sort();
             }
         }
         flows
