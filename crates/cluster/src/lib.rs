@@ -11,7 +11,8 @@
 //! `maxconn`: counts published, the others' summed), `auth` (the sealed UDP
 //! transport), `keys` (the gossip keys and their text; a leaf), `digest` (what a config
 //! digest covers), `view` (what operators see), `stats` (the transport's counters),
-//! `serving` (whether this node takes new flows: ready or draining), `l4` (the kernel L4
+//! `serving` (whether this node takes new flows: ready or draining), `joining` (a joining
+//! node's `ready` waits for the other nodes' tables), `l4` (the kernel L4
 //! tier a node with `[cluster.l4]` programs from the membership; `l4/nft` its table,
 //! `l4/host` what a host lacks to run it).
 //!
@@ -23,6 +24,7 @@
 mod admission;
 mod auth;
 mod digest;
+mod joining;
 mod keys;
 mod l4;
 mod node;
