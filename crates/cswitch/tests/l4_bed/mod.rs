@@ -365,6 +365,7 @@ fn node_config(i: usize, origins: &[SocketAddr], tls: &[SocketAddr]) -> String {
          [admin]\nbind = \"127.0.0.1:9900\"\ntoken = \"{TOKEN}\"\n\
          [agents]\nbind = \"{ip}:9901\"\ntoken = \"{AGENT_TOKEN}\"\nsilent_after = \"5s\"\n\
          [cluster]\nnode = \"{name}\"\nbind = \"{ip}:7946\"\nseeds = [{seeds}]\nkey = \"{KEY}\"\n\
+         state_file = \"{name}.state\"\n\
          [[listener]]\nname = \"web\"\nbind = \"0.0.0.0:{WEB}\"\ndefault_group = \"web\"\n\
          [[listener]]\nname = \"sticky\"\nbind = \"0.0.0.0:{STICKY}\"\ndefault_group = \"pin\"\nrules = \"sticky.rules\"\n\
          [[listener]]\nname = \"cookie\"\nbind = \"0.0.0.0:{COOKIE}\"\ndefault_group = \"ins\"\n\
