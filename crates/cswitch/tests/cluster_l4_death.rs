@@ -1,11 +1,12 @@
 //! What a node's death costs behind the L4 tier (issue 13: "killing a node under a bounded
 //! client loop loses only that node's in-flight requests"), in the namespace testbed
 //! (`l4_bed`): two client threads open a new connection per request and three keep one
-//! keep-alive connection each (a new one after a failure), while n2 dies — its process
-//! killed (its host answers SYNs with resets) or its host crashed (all its traffic dropped,
-//! no answer at all). Every failed request must have been on a connection to n2 opened
-//! before the death (what `lb`'s flow probe says), at most one per connection: connections
-//! opened meanwhile and given n2 by the tier succeed after a SYN retransmit (ADR 0018).
+//! keep-alive connection each (a new one after a failure) while n2 dies — its process killed
+//! (its host answers SYNs with resets) or its host crashed (all its traffic dropped, no
+//! answer at all) — and twelve more connections open at once right after the death. Every
+//! failed request must have been on a connection to n2 opened before the death (what
+//! `lb`'s flow probe says), at most one per connection: connections opened meanwhile and
+//! given n2 by the tier succeed after a SYN retransmit (ADR 0018).
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
 mod common;
@@ -24,6 +25,8 @@ const FRESH: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 10);
 const KEPT: Ipv4Addr = Ipv4Addr::new(10, 201, 0, 11);
 const FRESH_THREADS: usize = 2;
 const KEPT_THREADS: usize = 3;
+/// New connections opened at once right after the death.
+const BURST: usize = 12;
 
 /// One request: when it started and ended, on which connection (its client end), when
 /// that connection was opened, and whether it got a 200.
@@ -73,6 +76,35 @@ fn load(t0: Instant, stop: &Arc<AtomicBool>) -> (Vec<std::thread::JoinHandle<()>
         }));
     }
     (threads, log)
+}
+
+/// `n` new-connection requests at once, right after a death: the tier gives about a third
+/// of them to the dead node before it leaves the targets (it takes a probe and an `nft`
+/// load, ≥ 15 ms), so each test sees connections that must be balanced anew.
+fn burst(t0: Instant, log: &Log, n: usize) -> Vec<std::thread::JoinHandle<()>> {
+    (0..n)
+        .map(|i| {
+            let log = Arc::clone(log);
+            std::thread::spawn(move || {
+                let started = t0.elapsed();
+                let (conn, result) = client::try_get(FRESH, WEB, &format!("/burst/{i}"), None);
+                let (ok, error) = match result {
+                    Ok(f) => (f.status == 200, format!("status {}", f.status)),
+                    Err(e) => (false, e.to_string()),
+                };
+                let ended = t0.elapsed();
+                log.lock().unwrap().push(Done {
+                    started,
+                    ended,
+                    conn,
+                    opened: started,
+                    keep_alive: false,
+                    ok,
+                    error,
+                });
+            })
+        })
+        .collect()
 }
 
 /// One request on the keep-alive connection in `open` (a new one first if there is none;
@@ -201,17 +233,23 @@ fn a_killed_node_costs_only_its_requests_in_flight() {
         let killing = t0.elapsed();
         bed.kill(1);
         let died = t0.elapsed();
+        let burst = burst(t0, &log, BURST);
         let left = bed.until_targets(&["n1", "n3"], Duration::from_secs(2));
         eprintln!("n2 killed at {died:?}, out of the tier {left:?} later");
         std::thread::sleep(Duration::from_millis(1800));
         stop.store(true, Ordering::Relaxed);
-        threads.into_iter().for_each(|t| t.join().unwrap());
+        threads.into_iter().chain(burst).for_each(|t| t.join().unwrap());
         let kept = kept_on_n2(bed, &log, killing);
         let tally = tally(bed, &log, died);
         let held = held_resets(bed);
         eprintln!("{kept} keep-alive connection(s) on n2 at the kill; the tier held back {held} reset(s)");
         let fresh_failed = tally.failed.iter().filter(|d| !d.keep_alive).count();
         assert!(fresh_failed <= FRESH_THREADS, "more new-connection requests failed than were in flight");
+        assert!(
+            tally.saved >= 2,
+            "the burst after the death: {} connection(s) first given to n2",
+            tally.saved
+        );
         assert!(
             tally.failed.len() - fresh_failed <= kept,
             "more keep-alive requests failed than connections on n2"
@@ -253,17 +291,23 @@ fn a_crashed_host_costs_only_its_requests_in_flight() {
 ",
         );
         let died = t0.elapsed();
+        let burst = burst(t0, &log, BURST);
         let left = bed.until_targets(&["n1", "n3"], Duration::from_secs(2));
         eprintln!("n2's host cut off at {died:?}, out of the tier {left:?} later");
         std::thread::sleep(Duration::from_millis(2000));
         stop.store(true, Ordering::Relaxed);
-        threads.into_iter().for_each(|t| t.join().unwrap());
+        threads.into_iter().chain(burst).for_each(|t| t.join().unwrap());
         let kept = kept_on_n2(bed, &log, died);
         let tally = tally(bed, &log, died);
         let forgotten = bed.ctl("lb", &["cluster"])["l4"]["unanswered_forgotten"].as_u64().unwrap();
         eprintln!("{kept} keep-alive connection(s) on n2 at the crash; the tier forgot {forgotten} unanswered flow(s)");
         let fresh_failed = tally.failed.iter().filter(|d| !d.keep_alive).count();
         assert!(fresh_failed <= FRESH_THREADS, "more new-connection requests failed than were in flight");
+        assert!(
+            tally.saved >= 2,
+            "the burst after the death: {} connection(s) first given to n2",
+            tally.saved
+        );
         assert!(
             tally.failed.len() - fresh_failed <= kept,
             "more keep-alive requests failed than connections on n2"
