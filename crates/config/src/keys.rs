@@ -121,7 +121,7 @@ pub(crate) const AGENTS_KEYS: &[&str] = &["bind", "token", "token_file", "silent
 pub(crate) const ONEWAY_KEYS: &[&str] =
     &["interface", "token", "token_file", "handoff_timeout", "flow_timeout", "table"];
 pub(crate) const CLUSTER_KEYS: &[&str] =
-    &["node", "bind", "seeds", "key", "key_file", "gossip_interval", "l4"];
+    &["node", "bind", "seeds", "key", "key_file", "gossip_interval", "state_file", "l4"];
 pub(crate) const CLUSTER_L4_KEYS: &[&str] = &["vip", "ports", "nodes", "table"];
 /// One entry of a listener's `tls`.
 pub(crate) const CERT_KEYS: &[&str] = &["cert", "key"];

@@ -51,6 +51,9 @@ pub struct Cluster {
     /// `[cluster.l4]`: this node programs the kernel L4 tier in front of the nodes;
     /// `None` = it does not.
     pub l4: Option<ClusterL4>,
+    /// `state_file`: where an operator's `drain` (or `ready`) is kept across a restart;
+    /// `None` = a restarted node is ready again.
+    pub state_file: Option<std::path::PathBuf>,
 }
 
 /// `[cluster.l4]`: the kernel L4 tier this node programs from the live membership

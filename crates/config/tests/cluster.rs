@@ -38,6 +38,7 @@ fn a_loopback_node_needs_no_key_and_gets_the_defaults() {
         seeds: vec![],
         key: None,
         gossip_interval: Duration::from_millis(100),
+        state_file: None,
         l4: None,
     };
     assert_eq!(c.cluster, Some(expected));
@@ -79,6 +80,20 @@ fn the_key_may_come_from_a_file() {
     let _ = std::fs::remove_file(file);
     let d = one("[cluster]\nnode = \"a\"\nbind = \"127.0.0.1:7946\"\nkey = \"short\"\n");
     assert!(d.message.contains("the key for cluster gossip is 5 characters"), "{}", d.message);
+}
+
+#[test]
+fn the_state_file_is_kept_beside_the_config_in_a_directory_that_exists() {
+    let base = std::env::temp_dir();
+    let parse_at = |text: &str| parse(&format!("{BASE}{text}"), &base.join("c.toml"));
+    let text = "[cluster]\nnode = \"a\"\nbind = \"127.0.0.1:7946\"\nstate_file = \"a.state\"\n";
+    let c = parse_at(text).unwrap_or_else(|e| panic!("{e}")).cluster.unwrap();
+    assert_eq!(c.state_file, Some(base.join("a.state")), "relative to the config's directory");
+    let d =
+        one("[cluster]\nnode = \"a\"\nbind = \"127.0.0.1:7946\"\nstate_file = \"/no/such/dir/a.state\"\n");
+    assert_eq!((d.line, d.col, d.key.as_str()), (11, 14, "cluster.state_file"));
+    assert!(d.message.contains("no directory `/no/such/dir`"), "{}", d.message);
+    assert!(d.hint.as_deref().unwrap_or("").contains("create the directory"), "{:?}", d.hint);
 }
 
 #[test]
