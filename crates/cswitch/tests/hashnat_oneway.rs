@@ -11,7 +11,8 @@
 //! - on a keep-alive connection, a later request placed on a peer moves the connection
 //!   there at the request boundary, and the connection then stays with that peer;
 //! - a refused hand-off (the peer cannot restore: it lacks the address) is proxied, every
-//!   request answered, each fallback counted by reason;
+//!   request answered, each fallback counted by reason; so is a hand-off to a peer the host
+//!   reaches through a router (not on its segment), which is not even tried;
 //! - a host leaving and joining again under a bounded client loop loses no request.
 //!
 //! Needs root, iproute2, nftables and python3; `CSWITCH_REQUIRE_KERNEL=1` (`.ci/run`) turns
@@ -22,11 +23,12 @@ mod common;
 mod hashnat_bed;
 mod oneway_bed;
 
-use hashnat_bed::{public, Bed, HOSTS};
+use hashnat_bed::{private, public, Bed, HOSTS};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use testkit::netns::ip_of;
 use testkit::RawClient;
 
 /// The answer's size: large enough that the forwarded ACKs are a small part of it.
@@ -87,7 +89,7 @@ fn a_peer_answers_the_client_directly_and_hosts_leave_and_join_without_a_failed_
 
     // 1. Each URL through h1 on its own connection: placed on a peer, handed off; placed on
     //    h1 itself, served there.
-    let (mut local, mut peers) = (Vec::new(), Vec::new());
+    let (mut local, mut peers, mut handed_sent) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..24 {
         let (segments, sent) = (bed.payload_segments(0), bed.tx_bytes(0));
         let answer = on_one_connection(&bed, public(0), &[url(i)], true);
@@ -103,6 +105,7 @@ fn a_peer_answers_the_client_directly_and_hosts_leave_and_join_without_a_failed_
             assert!(sent < (SIZE / 10) as u64, "{}: h1 sent {sent} bytes for a {SIZE}-byte answer", url(i));
             assert_eq!(hops(&bed, &origin, &url(i)), 0, "{}: {origin} got the client's own bytes", url(i));
             peers.push((i, origin));
+            handed_sent.push(sent);
         }
     }
     eprintln!("through h1: {} URLs served by h1, {} handed to peers: {peers:?}", local.len(), peers.len());
@@ -130,17 +133,50 @@ fn a_peer_answers_the_client_directly_and_hosts_leave_and_join_without_a_failed_
     let address = format!("{}/32", public(0).ip());
     bed.net.run(&owner_host, &["ip", "addr", "del", &address, "dev", "lo"]);
     let theirs: Vec<usize> = peers.iter().filter(|(_, o)| *o == owner).map(|(i, _)| *i).collect();
+    let mut proxied_sent = Vec::new();
     for &i in &theirs {
+        let sent = bed.tx_bytes(0);
         let (status, origin, whole) = on_one_connection(&bed, public(0), &[url(i)], true)[0].clone();
+        proxied_sent.push(bed.tx_bytes(0) - sent);
         assert!(status == 200 && whole && origin == owner, "{}: {status} from {origin}", url(i));
         assert_eq!(hops(&bed, &owner, &url(i)), 2, "{}: proxied through h1's peer forward", url(i));
     }
+    handed_sent.sort_unstable();
+    proxied_sent.sort_unstable();
+    eprintln!(
+        "bytes h1's interface sent per {SIZE}-byte answer: handed off {:?} (median {}), proxied {:?} (median {})",
+        (handed_sent[0], handed_sent[handed_sent.len() - 1]),
+        handed_sent[handed_sent.len() / 2],
+        (proxied_sent[0], proxied_sent[proxied_sent.len() - 1]),
+        proxied_sent[proxied_sent.len() / 2]
+    );
     let refused = bed.metric(0, "cswitch_handoff_fallbacks_total{reason=\"restore_failed\"}");
     assert_eq!(refused, theirs.len() as u64, "each refused hand-off counted");
     bed.net.run(&owner_host, &["ip", "addr", "add", &address, "dev", "lo"]);
-    eprintln!("{} hand-offs refused by {owner_host} (index {at}): proxied, all answered", theirs.len());
+    eprintln!("{} hand-offs refused by {owner_host}: proxied, all answered", theirs.len());
 
-    // 4. h2 leaves and comes back under a client loop through h1 and h3.
+    // 4. The same peer reached through a router (the third host): not on h1's segment, so
+    //    no hand-off is tried (steering rewrites MACs only); proxied, counted.
+    let (router, owner_ip) = (3 - at, ip_of(private(at)));
+    bed.net.run(HOSTS[router], &["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+    bed.net.run("h1", &["ip", "route", "add", &format!("{owner_ip}/32"), "via", &ip_of(private(router))]);
+    std::thread::sleep(Duration::from_millis(1_100)); // the workers' view of the routes: ≤ 1 s old
+    for &i in &theirs {
+        let (status, origin, whole) = on_one_connection(&bed, public(0), &[url(i)], true)[0].clone();
+        assert!(status == 200 && whole && origin == owner, "{}: {status} from {origin}", url(i));
+        assert_eq!(hops(&bed, &owner, &url(i)), 2, "{}: proxied through the router", url(i));
+    }
+    let off = bed.metric(0, "cswitch_handoff_fallbacks_total{reason=\"not_on_segment\"}");
+    assert_eq!(off, theirs.len() as u64, "each hand-off to a routed host counted, none tried");
+    assert_eq!(bed.metric(0, "cswitch_handoff_fallbacks_total{reason=\"no_agent\"}"), 0);
+    eprintln!(
+        "{off} hand-offs to {owner_host} routed through {}: not tried, proxied, all answered",
+        HOSTS[router]
+    );
+    bed.net.run("h1", &["ip", "route", "del", &format!("{owner_ip}/32")]);
+    std::thread::sleep(Duration::from_millis(1_100));
+
+    // 5. h2 leaves and comes back under a client loop through h1 and h3.
     leave_and_join_under_load(&mut bed);
 }
 
