@@ -11,8 +11,9 @@
 //! - on a keep-alive connection, a later request placed on a peer moves the connection
 //!   there at the request boundary, and the connection then stays with that peer;
 //! - a refused hand-off (the peer cannot restore: it lacks the address) is proxied, every
-//!   request answered, each fallback counted by reason; so is a hand-off to a peer the host
-//!   reaches through a router (not on its segment), which is not even tried;
+//!   request answered, each fallback counted by reason; so is a hand-off to a peer whose
+//!   agent is gone, and one to a peer the host reaches through a router (not on its
+//!   segment), which is not even tried;
 //! - a host leaving and joining again under a bounded client loop loses no request.
 //!
 //! Needs root, iproute2, nftables and python3; `CSWITCH_REQUIRE_KERNEL=1` (`.ci/run`) turns
@@ -155,7 +156,20 @@ fn a_peer_answers_the_client_directly_and_hosts_leave_and_join_without_a_failed_
     bed.net.run(&owner_host, &["ip", "addr", "add", &address, "dev", "lo"]);
     eprintln!("{} hand-offs refused by {owner_host}: proxied, all answered", theirs.len());
 
-    // 4. The same peer reached through a router (the third host): not on h1's segment, so
+    // 4. The peer's hand-off agent gone (its switch and capacity reports still up): each
+    //    hand-off finds no agent and the request is proxied.
+    drop(bed.hosts[at].handoffs.take());
+    for &i in &theirs {
+        let (status, origin, whole) = on_one_connection(&bed, public(0), &[url(i)], true)[0].clone();
+        assert!(status == 200 && whole && origin == owner, "{}: {status} from {origin}", url(i));
+        assert_eq!(hops(&bed, &owner, &url(i)), 2, "{}: proxied", url(i));
+    }
+    let no_agent = bed.metric(0, "cswitch_handoff_fallbacks_total{reason=\"no_agent\"}");
+    assert_eq!(no_agent, theirs.len() as u64, "each hand-off without an agent counted");
+    bed.hosts[at].handoffs = Some(bed.start_handoffs(at));
+    eprintln!("{no_agent} hand-offs to {owner_host} without its agent: proxied, all answered");
+
+    // 5. The same peer reached through a router (the third host): not on h1's segment, so
     //    no hand-off is tried (steering rewrites MACs only); proxied, counted.
     let (router, owner_ip) = (3 - at, ip_of(private(at)));
     bed.net.run(HOSTS[router], &["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
@@ -168,7 +182,7 @@ fn a_peer_answers_the_client_directly_and_hosts_leave_and_join_without_a_failed_
     }
     let off = bed.metric(0, "cswitch_handoff_fallbacks_total{reason=\"not_on_segment\"}");
     assert_eq!(off, theirs.len() as u64, "each hand-off to a routed host counted, none tried");
-    assert_eq!(bed.metric(0, "cswitch_handoff_fallbacks_total{reason=\"no_agent\"}"), 0);
+    assert_eq!(bed.metric(0, "cswitch_handoff_fallbacks_total{reason=\"no_agent\"}"), no_agent);
     eprintln!(
         "{off} hand-offs to {owner_host} routed through {}: not tried, proxied, all answered",
         HOSTS[router]
@@ -176,7 +190,7 @@ fn a_peer_answers_the_client_directly_and_hosts_leave_and_join_without_a_failed_
     bed.net.run("h1", &["ip", "route", "del", &format!("{owner_ip}/32")]);
     std::thread::sleep(Duration::from_millis(1_100));
 
-    // 5. h2 leaves and comes back under a client loop through h1 and h3.
+    // 6. h2 leaves and comes back under a client loop through h1 and h3.
     leave_and_join_under_load(&mut bed);
 }
 

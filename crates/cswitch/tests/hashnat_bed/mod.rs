@@ -88,23 +88,7 @@ impl Bed {
     /// then its switch, then its capacity reports (which give it its share).
     pub fn start_host(&mut self, i: usize) {
         let host = HOSTS[i];
-        let token = self.dir.join("token").to_string_lossy().to_string();
-        let listen = format!("{}:9000", ip_of(private(i)));
-        let handoffs = Proc::spawn(
-            &self.net,
-            host,
-            &[
-                bin(),
-                "agent",
-                "--handoff-listen",
-                &listen,
-                "--handoff-token-file",
-                &token,
-                "--local",
-                "127.0.0.1:8080",
-            ],
-        );
-        handoffs.wait_for("hand-off server listening");
+        let handoffs = self.start_handoffs(i);
         let path = self.dir.join(format!("{host}.toml"));
         std::fs::write(&path, node_config(i)).unwrap();
         let switch = Proc::spawn(&self.net, host, &[bin(), "run", "--config", &path.to_string_lossy()]);
@@ -120,6 +104,26 @@ impl Bed {
                 .collect::<Vec<_>>(),
         );
         self.hosts[i] = Host { switch: Some(switch), handoffs: Some(handoffs), reports: Some(reports) };
+    }
+
+    /// Host `i`'s hand-off agent (`cswitch agent --handoff-listen`, relaying to its origin);
+    /// returns once it listens.
+    pub fn start_handoffs(&self, i: usize) -> Proc {
+        let token = self.dir.join("token").to_string_lossy().to_string();
+        let listen = format!("{}:9000", ip_of(private(i)));
+        let argv = [
+            bin(),
+            "agent",
+            "--handoff-listen",
+            &listen,
+            "--handoff-token-file",
+            &token,
+            "--local",
+            "127.0.0.1:8080",
+        ];
+        let handoffs = Proc::spawn(&self.net, HOSTS[i], &argv);
+        handoffs.wait_for("hand-off server listening");
+        handoffs
     }
 
     fn load_file(&self, i: usize) -> PathBuf {
