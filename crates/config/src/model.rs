@@ -141,6 +141,28 @@ pub struct Global {
     pub workers: usize,
     /// On SIGTERM, how long in-flight requests may run before the process exits (default 30s).
     pub grace_period: Duration,
+    /// How plain HTTP client sockets do their I/O (default epoll).
+    pub io: IoModel,
+}
+
+/// `[global] io`: how plain HTTP client sockets do their I/O.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoModel {
+    /// Readiness through tokio's epoll (every socket).
+    Epoll,
+    /// Completions through a per-worker io_uring for plain HTTP client sockets of two-way
+    /// listeners (epoll stays for the rest, and wherever the kernel refuses io_uring).
+    Uring,
+}
+
+impl IoModel {
+    /// As the config spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoModel::Epoll => "epoll",
+            IoModel::Uring => "uring",
+        }
+    }
 }
 
 /// Access-log output format.

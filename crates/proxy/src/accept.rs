@@ -24,7 +24,14 @@ pub fn run(
     log: Arc<LogOutput>,
     adopted: tokio::sync::mpsc::UnboundedReceiver<Moving>,
 ) {
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let ring = wants_ring(&shared) && install_ring();
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    if ring {
+        // What the tasks queued for the ring during a turn goes to the kernel before the
+        // thread sleeps in epoll.
+        builder.on_thread_park(crate::floor::uring::driver::flush);
+    }
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!(error = %e, "worker runtime failed to start");
@@ -34,7 +41,12 @@ pub fn run(
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
         access_log::install(log);
-        let worker = Rc::new(Worker::new(shared));
+        let mut worker = Worker::new(shared);
+        worker.ring = ring;
+        let worker = Rc::new(worker);
+        if ring {
+            tokio::task::spawn_local(crate::floor::uring::reaper());
+        }
         crate::handoff::worker::set(&worker);
         for (index, l) in listeners.into_iter().enumerate() {
             match TcpListener::from_std(l) {
@@ -51,6 +63,22 @@ pub fn run(
         wait_for_shutdown(&worker).await;
         access_log::flush();
     });
+}
+
+/// Whether the config asks for io_uring.
+fn wants_ring(shared: &Shared) -> bool {
+    shared.snapshot.load().config.global.io == config::IoModel::Uring
+}
+
+/// This worker thread's ring; `false` (logged) where the kernel refuses it: epoll serves.
+fn install_ring() -> bool {
+    match crate::floor::uring::install() {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "io_uring unavailable, this worker uses epoll");
+            false
+        }
+    }
 }
 
 async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
@@ -87,7 +115,14 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
         let state: Slot = Rc::new(Watch::new());
         let open = Open::new(Rc::clone(&worker), index);
         if is_plain_http(&worker, index) {
-            let client = crate::http::client(&open, ClientStream::Plain(stream), peer, Rc::clone(&state));
+            let stream = match worker.ring_serves(index) {
+                true => match stream.into_std() {
+                    Ok(s) => ClientStream::Ring(crate::floor::uring::RingTcp::new(s)),
+                    Err(_) => continue,
+                },
+                false => ClientStream::Plain(stream),
+            };
+            let client = crate::http::client(&open, stream, peer, Rc::clone(&state));
             spawn_http(&worker, open, client, state);
         } else {
             let task = tokio::task::spawn_local(Stats::on_listener(
@@ -143,7 +178,8 @@ async fn resume_parked(worker: Rc<Worker>) {
                 return; // closed, and uncounted with `open`
             }
             let state: Slot = Rc::new(Watch::with(ConnState::Idle));
-            if let Some(client) = crate::http::resume(r, Rc::clone(&state)) {
+            let ring = worker.ring_serves(r.listener as usize);
+            if let Some(client) = crate::http::resume(r, Rc::clone(&state), ring) {
                 spawn_http(&worker, open, client, state);
             }
         });

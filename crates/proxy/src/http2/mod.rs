@@ -91,7 +91,7 @@ pub(crate) struct Conn {
 
 impl Conn {
     fn new(open: &Open, stream: &ClientStream, peer: SocketAddr, state: Slot) -> Conn {
-        let local = stream.tcp().and_then(|t| t.local_addr().ok());
+        let local = stream.local_addr();
         let tls = stream.tls_facts().map(|(sni, version)| (sni.to_string(), version));
         let limit = open.worker.shared.snapshot.load().config.limits.h2_connection_bytes;
         Conn {
