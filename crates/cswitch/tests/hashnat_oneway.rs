@@ -9,7 +9,9 @@
 //!   fraction of the answer's bytes on its interface (the client's ACKs it forwards);
 //! - a request placed on the host itself is served there (its own origin, one hop);
 //! - on a keep-alive connection, a later request placed on a peer moves the connection
-//!   there at the request boundary, and the connection then stays with that peer;
+//!   there at the request boundary, and the connection then stays with that peer; with
+//!   `connection_persistence = "close"` the peer closes it after its answer instead, so
+//!   every request is placed;
 //! - a refused hand-off (the peer cannot restore: it lacks the address) is proxied, every
 //!   request answered, each fallback counted by reason; so is a hand-off to a peer whose
 //!   agent is gone, and one to a peer the host reaches through a router (not on its
@@ -24,7 +26,7 @@ mod common;
 mod hashnat_bed;
 mod oneway_bed;
 
-use hashnat_bed::{private, public, Bed, HOSTS};
+use hashnat_bed::{private, public, public_close, Bed, HOSTS};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -35,9 +37,13 @@ use testkit::RawClient;
 /// The answer's size: large enough that the forwarded ACKs are a small part of it.
 const SIZE: usize = 300_000;
 
-/// Runs `requests` (URLs, in order) on one connection from the client to `to`: each
-/// answer's status, origin and whether its body is `/big`'s, byte for byte.
-fn on_one_connection(bed: &Bed, to: SocketAddr, urls: &[String], close: bool) -> Vec<(u16, String, bool)> {
+/// One answer: its status, origin, whether its body is `/big`'s byte for byte, and whether
+/// it says `Connection: close`.
+type Answer = (u16, String, bool, bool);
+
+/// Runs `urls` (in order) on one connection from the client to `to` (the last request
+/// with `Connection: close` when `close`): the answers.
+fn on_one_connection(bed: &Bed, to: SocketAddr, urls: &[String], close: bool) -> Vec<Answer> {
     let urls = urls.to_vec();
     bed.net
         .thread("cl", move || {
@@ -54,11 +60,9 @@ fn on_one_connection(bed: &Bed, to: SocketAddr, urls: &[String], close: bool) ->
                         .await
                         .unwrap()
                         .unwrap();
-                    out.push((
-                        r.status,
-                        r.header("X-Origin").unwrap_or_default().to_string(),
-                        is_big(&r.body),
-                    ));
+                    let closes = r.header("Connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
+                    let origin = r.header("X-Origin").unwrap_or_default().to_string();
+                    out.push((r.status, origin, is_big(&r.body), closes));
                 }
                 out
             })
@@ -94,7 +98,7 @@ fn a_peer_answers_the_client_directly_and_hosts_leave_and_join_without_a_failed_
     for i in 0..24 {
         let (segments, sent) = (bed.payload_segments(0), bed.tx_bytes(0));
         let answer = on_one_connection(&bed, public(0), &[url(i)], true);
-        let (status, origin, whole) = answer[0].clone();
+        let (status, origin, whole, _) = answer[0].clone();
         assert!(status == 200 && whole, "{}: status {status}, body whole: {whole}", url(i));
         let (segments, sent) = (bed.payload_segments(0) - segments, bed.tx_bytes(0) - sent);
         if origin == "o1" {
@@ -118,14 +122,25 @@ fn a_peer_answers_the_client_directly_and_hosts_leave_and_join_without_a_failed_
     //    request boundary), then the connection stays with that peer.
     let (l, (p, owner)) = (local[0], peers[0].clone());
     let answers = on_one_connection(&bed, public(0), &[url(l), url(p), url(l)], true);
-    let origins: Vec<&str> = answers.iter().map(|(_, o, _)| o.as_str()).collect();
-    assert!(answers.iter().all(|(s, _, whole)| *s == 200 && *whole), "{answers:?}");
+    let origins: Vec<&str> = answers.iter().map(|(_, o, _, _)| o.as_str()).collect();
+    assert!(answers.iter().all(|(s, _, whole, _)| *s == 200 && *whole), "{answers:?}");
     assert_eq!(
         origins,
         ["o1", owner.as_str(), owner.as_str()],
         "handed off at the second request, then pinned"
     );
     assert_eq!(bed.metric(0, "cswitch_handoffs_total"), peers.len() as u64 + 1);
+    //    With `connection_persistence = "close"` every request is placed: the peer's agent
+    //    closes the connection after its answer, and the next request comes on a new one.
+    let answers = on_one_connection(&bed, public_close(0), &[url(l), url(p)], false);
+    let origins: Vec<&str> = answers.iter().map(|(_, o, _, _)| o.as_str()).collect();
+    assert_eq!(origins, ["o1", owner.as_str()], "{answers:?}");
+    assert!(answers.iter().all(|(s, _, whole, _)| *s == 200 && *whole), "{answers:?}");
+    assert!(answers[1].3, "the handed-off answer says Connection: close");
+    let again = on_one_connection(&bed, public_close(0), &[url(l)], true);
+    assert_eq!(again[0].1, "o1", "the next request, on a new connection, placed again");
+    assert_eq!(bed.metric(0, "cswitch_handoffs_total"), peers.len() as u64 + 2);
+    eprintln!("keep-alive: pinned to {owner} after the hand-off; with close, each request placed");
 
     // 3. A peer that cannot restore (h1's public address taken off its `lo`): each of its
     //    URLs is proxied to it, answered, and the fallback counted.
@@ -137,7 +152,7 @@ fn a_peer_answers_the_client_directly_and_hosts_leave_and_join_without_a_failed_
     let mut proxied_sent = Vec::new();
     for &i in &theirs {
         let sent = bed.tx_bytes(0);
-        let (status, origin, whole) = on_one_connection(&bed, public(0), &[url(i)], true)[0].clone();
+        let (status, origin, whole, _) = on_one_connection(&bed, public(0), &[url(i)], true)[0].clone();
         proxied_sent.push(bed.tx_bytes(0) - sent);
         assert!(status == 200 && whole && origin == owner, "{}: {status} from {origin}", url(i));
         assert_eq!(hops(&bed, &owner, &url(i)), 2, "{}: proxied through h1's peer forward", url(i));
@@ -160,7 +175,7 @@ fn a_peer_answers_the_client_directly_and_hosts_leave_and_join_without_a_failed_
     //    hand-off finds no agent and the request is proxied.
     drop(bed.hosts[at].handoffs.take());
     for &i in &theirs {
-        let (status, origin, whole) = on_one_connection(&bed, public(0), &[url(i)], true)[0].clone();
+        let (status, origin, whole, _) = on_one_connection(&bed, public(0), &[url(i)], true)[0].clone();
         assert!(status == 200 && whole && origin == owner, "{}: {status} from {origin}", url(i));
         assert_eq!(hops(&bed, &owner, &url(i)), 2, "{}: proxied", url(i));
     }
@@ -176,7 +191,7 @@ fn a_peer_answers_the_client_directly_and_hosts_leave_and_join_without_a_failed_
     bed.net.run("h1", &["ip", "route", "add", &format!("{owner_ip}/32"), "via", &ip_of(private(router))]);
     std::thread::sleep(Duration::from_millis(1_100)); // the workers' view of the routes: ≤ 1 s old
     for &i in &theirs {
-        let (status, origin, whole) = on_one_connection(&bed, public(0), &[url(i)], true)[0].clone();
+        let (status, origin, whole, _) = on_one_connection(&bed, public(0), &[url(i)], true)[0].clone();
         assert!(status == 200 && whole && origin == owner, "{}: {status} from {origin}", url(i));
         assert_eq!(hops(&bed, &owner, &url(i)), 2, "{}: proxied through the router", url(i));
     }

@@ -4,8 +4,8 @@
 //! clients reach it at (10.201.0.121–123, on its `eth0`; as round-robin DNS would hand
 //! out); every host holds the other hosts' public addresses on `lo` (never answered in
 //! ARP), so it can answer for them the connections they hand it. On each host: a testkit
-//! origin on 127.0.0.1:8080, `cswitch run` (a one-way listener on the public address, a
-//! peer listener, `[cluster]`, `[oneway]`), a `cswitch agent` that serves hand-offs and
+//! origin on 127.0.0.1:8080, `cswitch run` (a one-way listener on the public address's
+//! port 80, another with `connection_persistence = "close"` on its port 81, a peer listener, `[cluster]`, `[oneway]`), a `cswitch agent` that serves hand-offs and
 //! another that reports the host's capacity from a load file.
 //!
 //! What the tests read: the origins' own record of each request (a handed-off request
@@ -34,6 +34,12 @@ pub fn private(i: usize) -> u8 {
 /// Host `i`'s public address, where clients reach it (port 80).
 pub fn public(i: usize) -> SocketAddr {
     format!("{}:80", ip_of(121 + i as u8)).parse().unwrap()
+}
+
+/// Host `i`'s public address, port 81: the same one-way listener with
+/// `connection_persistence = "close"` (every request placed on a connection of its own).
+pub fn public_close(i: usize) -> SocketAddr {
+    SocketAddr::new(public(i).ip(), 81)
 }
 
 /// One host's processes.
@@ -291,12 +297,15 @@ fn node_config(i: usize) -> String {
          [cluster]\nnode = \"{}\"\nbind = \"{me}:7946\"\nseeds = [{}]\nkey = \"{KEY}\"\n\
          [oneway]\ninterface = \"eth0\"\ntoken_file = \"token\"\nhandoff_timeout = \"2s\"\n\
          [[listener]]\nname = \"web\"\nbind = \"{}\"\ndefault_group = \"web\"\nmode = \"one-way\"\n\
+         [[listener]]\nname = \"web-close\"\nbind = \"{}\"\ndefault_group = \"web\"\nmode = \"one-way\"\n\
+         connection_persistence = \"close\"\n\
          [[listener]]\nname = \"peer\"\nbind = \"{me}:8081\"\ndefault_group = \"here\"\n\
          [[group]]\nname = \"web\"\nscheduler = \"sieve\"\nweights = \"agent\"\nservers = [ {} ]\n\
          [[group]]\nname = \"here\"\nservers = [ {{ name = \"origin\", addr = \"127.0.0.1:8080\" }} ]\n",
         HOSTS[i],
         seeds.join(", "),
         public(i),
+        public_close(i),
         servers.join(", ")
     )
 }
