@@ -50,6 +50,9 @@ pub struct Ask<'a> {
     pub already_read: &'a [u8],
     /// The server's agent and MAC.
     pub target: config::Handoff,
+    /// The server's configured address (`addr`; a HashNAT host's peer listener): with the
+    /// agent's, what tells whether its host shares this switch's segment.
+    pub server: SocketAddr,
     /// `[oneway]`.
     pub oneway: &'a config::OneWay,
     /// The config in force (the rules a new control connection sends the agent).
@@ -92,7 +95,7 @@ pub async fn hand_off(ask: &Ask<'_>) -> Result<(), Counter> {
     };
     let timeout = ask.oneway.handoff_timeout;
     // Steering rewrites MAC addresses only: a routed host would never get the flow.
-    if !segment::shared(&ask.oneway.interface, ask.target.agent.ip()) {
+    if !segment::shared(&ask.oneway.interface, &[ask.target.agent.ip(), ask.server.ip()]) {
         return Err(Counter::HandoffNotOnSegment);
     }
     let mut watch = Stopwatch::start();

@@ -3,7 +3,8 @@
 //! reaches through a gateway, or by another interface than `[oneway] interface`, would
 //! never see the client's packets. The kernel's IPv4 main routing table (`/proc/net/route`)
 //! says: the longest prefix that holds the agent's address must be a direct route (no
-//! gateway) on that interface. Read at most once a second per worker thread, so a
+//! gateway) on that interface, for the agent's address or the server's (an agent may listen
+//! on a management network of its own). Read at most once a second per worker thread, so a
 //! hand-off pays a lookup in a few routes, not a file read. Policy routing (other tables)
 //! is not consulted.
 
@@ -38,10 +39,17 @@ thread_local! {
     static CACHE: RefCell<Cache> = RefCell::new(Cache::default());
 }
 
-/// Whether `agent`'s host is directly on `iface` (see the module's header). True when the
-/// routes cannot be read (nothing to judge by: the hand-off is tried, as before this check).
-pub fn shared(iface: &str, agent: IpAddr) -> bool {
-    let IpAddr::V4(ip) = agent else { return true };
+/// Whether a host known by `addresses` (its agent's, its server's) is directly on `iface`
+/// by any of them (see the module's header). True when the routes cannot be read (nothing
+/// to judge by: the hand-off is tried, as before this check) or an address is not IPv4.
+pub fn shared(iface: &str, addresses: &[IpAddr]) -> bool {
+    let mut v4 = Vec::with_capacity(addresses.len());
+    for a in addresses {
+        match a {
+            IpAddr::V4(ip) => v4.push(*ip),
+            IpAddr::V6(_) => return true,
+        }
+    }
     CACHE.with(|c| {
         let mut c = c.borrow_mut();
         if c.read_at.is_none_or(|at| at.elapsed() > FRESH) {
@@ -51,10 +59,10 @@ pub fn shared(iface: &str, agent: IpAddr) -> bool {
         if c.routes.is_empty() {
             return true;
         }
-        let on = on_link(&c.routes, iface, ip);
+        let on = v4.iter().any(|ip| on_link(&c.routes, iface, *ip));
         if !on && c.logged_at.is_none_or(|at| at.elapsed() > LOG_EVERY) {
             c.logged_at = Some(Instant::now());
-            tracing::warn!(agent = %ip, iface, "the agent's host is not on the switch's segment (routed, or on another interface): hand-offs to it are served two-way");
+            tracing::warn!(host = ?v4, iface, "a server host is not on the switch's segment (routed, or on another interface): hand-offs to it are served two-way");
         }
         on
     })
