@@ -462,6 +462,7 @@ fn family_of(c: Counter) -> Option<(&'static str, &'static str, CounterLabel)> {
         HandoffRefused => (fallback, fallback_help, Some(("reason", "restore_failed"))),
         HandoffTimeout => (fallback, fallback_help, Some(("reason", "ready_timeout"))),
         HandoffFlipFailed => (fallback, fallback_help, Some(("reason", "flip_failed"))),
+        HandoffNotOnSegment => (fallback, fallback_help, Some(("reason", "not_on_segment"))),
         SteeringForgotReported => (forgotten, forgotten_help, Some(("reason", "agent_report"))),
         SteeringForgotEnded => (forgotten, forgotten_help, Some(("reason", "ended"))),
         SteeringExpired => (forgotten, forgotten_help, Some(("reason", "idle_timeout"))),

@@ -81,6 +81,7 @@ fn run(n: usize, round: usize) -> Figures {
                 seeds: if i == 0 { vec![] } else { vec![first] },
                 key: Some("converge-example-key-0123".into()),
                 gossip_interval: Duration::from_millis(100),
+                state_file: None,
                 l4: None,
             };
             let count = Count(Arc::clone(&received), Arc::clone(&sticky));

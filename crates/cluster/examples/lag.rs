@@ -57,6 +57,7 @@ fn main() {
         seeds: vec![node.parse().unwrap()],
         key: Some(key),
         gossip_interval: Duration::from_millis(100),
+        state_file: None,
         l4: None,
     };
     let me = Cluster::start(&cfg, "lag".into(), Box::new(Ignore)).unwrap();

@@ -8,7 +8,13 @@
 //! keeps its open ones on it, and a joining one gets flows once it says `ready`. Between
 //! ticks of the failure detector, the tier's host checks each target's listener itself
 //! (`probe`): a node whose port refuses connections leaves the targets within a check.
+//! What a death costs is then only the node's connections in flight (ADR 0018): a reset a
+//! dead node's host answers to a new flow's SYN is dropped (`nft`, chain `retry_refused`),
+//! so the client's SYN retransmit goes to a live node; and when a node leaves the targets
+//! dead, the flows it never answered are deleted from conntrack (`conntrack`), so their
+//! retransmits are balanced anew instead of following their entry to a crashed host.
 
+mod conntrack;
 pub(crate) mod host;
 mod nft;
 mod probe;
@@ -44,6 +50,10 @@ pub(crate) struct Plan {
     /// Addresses of dead nodes (no live node has them): their flows get a reset (once
     /// dead for [`RESET_AFTER`], see [`settle`]).
     pub(crate) gone: Vec<Ipv4Addr>,
+    /// Addresses of nodes dead now, by the membership or the probe (at once, not after
+    /// [`RESET_AFTER`]): the flows they never answered are forgotten once they are out of
+    /// the targets. Not part of the kernel's table.
+    pub(crate) dead: Vec<Ipv4Addr>,
 }
 
 /// Of the dead addresses in `gone`, those dead for [`RESET_AFTER`] by `now`; `dead_since`
@@ -80,7 +90,7 @@ pub(crate) fn plan(cfg: &ClusterL4, nodes: &[NodeView]) -> Plan {
         .collect();
     gone.sort();
     gone.dedup();
-    Plan { targets, gone }
+    Plan { targets, dead: gone.clone(), gone }
 }
 
 /// The running tier: its table in the kernel and the thread that loads plans.
@@ -203,8 +213,11 @@ impl Shared {
     fn offer_probed(&self) {
         let Some(mut plan) = self.raw.lock().ok().and_then(|raw| raw.clone()) else { return };
         if let Ok(findings) = self.findings.lock() {
+            plan.dead.extend(plan.targets.iter().map(|t| t.ip).filter(|ip| findings.down(*ip)));
             plan.targets.retain(|t| !findings.down(t.ip));
         }
+        plan.dead.sort();
+        plan.dead.dedup();
         let Ok(mut offered) = self.offered.lock() else { return };
         if offered.as_ref() == Some(&plan) {
             return;
@@ -226,7 +239,10 @@ impl Shared {
 fn run_probe(shared: &Shared) {
     let Some(&port) = shared.cfg.ports.first() else { return };
     while !shared.stopping() {
-        std::thread::sleep(probe::EVERY);
+        let suspect = shared.findings.lock().is_ok_and(|f| f.suspect());
+        if !suspect {
+            std::thread::sleep(probe::EVERY);
+        }
         let targets: Vec<Target> = shared
             .raw
             .lock()
@@ -254,6 +270,7 @@ fn run_probe(shared: &Shared) {
 
 /// The thread: loads each plan as it comes, until stopped.
 fn load_plans(shared: &Shared) {
+    let mut loaded = Loaded::default();
     loop {
         let plan = {
             let Ok(mut next) = shared.next.lock() else { return };
@@ -269,16 +286,52 @@ fn load_plans(shared: &Shared) {
             next.0.take()
         };
         if let Some(plan) = plan {
-            apply(shared, &plan);
+            apply(shared, &plan, &mut loaded);
         }
     }
 }
 
-fn apply(shared: &Shared, plan: &Plan) {
+/// What the kernel has: the last table text loaded, and the dead addresses whose
+/// unanswered flows were forgotten.
+#[derive(Default)]
+struct Loaded {
+    text: String,
+    dead: Vec<Ipv4Addr>,
+}
+
+/// Loads `plan`'s table (when its text changed), then forgets the unanswered flows of
+/// nodes newly dead: only once the table no longer sends them any.
+fn apply(shared: &Shared, plan: &Plan, loaded: &mut Loaded) {
+    let text = nft::update_text(&shared.cfg, plan);
+    if text != loaded.text {
+        if !load_table(shared, plan, &text) {
+            return;
+        }
+        loaded.text = text;
+    }
+    for &ip in plan.dead.iter().filter(|ip| !loaded.dead.contains(ip)) {
+        let result = conntrack::forget_unanswered(shared.cfg.vip, ip);
+        let Ok(mut view) = shared.view.lock() else { return };
+        match result {
+            Ok(n) => {
+                view.unanswered_forgotten += n;
+                tracing::info!(addr = %ip, flows = n, "L4 tier: a dead node's unanswered flows forgotten");
+            }
+            Err(e) => {
+                tracing::error!(addr = %ip, error = %e, "L4 tier: a dead node's unanswered flows not forgotten");
+                view.error = Some(e.to_string());
+            }
+        }
+    }
+    loaded.dead.clone_from(&plan.dead);
+}
+
+/// Loads `text` (the table for `plan`); whether the kernel took it.
+fn load_table(shared: &Shared, plan: &Plan, text: &str) -> bool {
     let started = Instant::now();
-    let result = nft::load(&nft::update_text(&shared.cfg, plan));
+    let result = nft::load(text);
     let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    let Ok(mut view) = shared.view.lock() else { return };
+    let Ok(mut view) = shared.view.lock() else { return result.is_ok() };
     match result {
         Ok(()) => {
             view.targets = plan.targets.iter().map(|t| t.name.clone()).collect();
@@ -288,10 +341,12 @@ fn apply(shared: &Shared, plan: &Plan) {
             view.load_us = took;
             view.error = None;
             tracing::info!(targets = ?view.targets, gone = ?view.gone, took_us = took, "L4 tier changed");
+            true
         }
         Err(e) => {
             tracing::error!(error = %e, "L4 tier: change not loaded");
             view.error = Some(e.to_string());
+            false
         }
     }
 }
@@ -344,6 +399,7 @@ mod tests {
         let names: Vec<&str> = p.targets.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["cs1", "cs3"], "in name order; not the draining one, nor the tier's own node");
         assert_eq!(p.gone, [Ipv4Addr::new(10, 0, 0, 4)]);
+        assert_eq!(p.dead, p.gone, "dead now; `offer` keeps `gone` only once dead long enough");
         let only = plan(&cfg(&["cs3", "cs4"]), &nodes);
         assert_eq!(only.targets.len(), 1, "`nodes` restricts the tier");
     }

@@ -11,7 +11,8 @@
 //! `maxconn`: counts published, the others' summed), `auth` (the sealed UDP
 //! transport), `keys` (the gossip keys and their text; a leaf), `digest` (what a config
 //! digest covers), `view` (what operators see), `stats` (the transport's counters),
-//! `serving` (whether this node takes new flows: ready or draining), `l4` (the kernel L4
+//! `serving` (whether this node takes new flows: ready or draining), `joining` (a joining
+//! node's `ready` waits for the other nodes' tables), `l4` (the kernel L4
 //! tier a node with `[cluster.l4]` programs from the membership; `l4/nft` its table,
 //! `l4/host` what a host lacks to run it).
 //!
@@ -23,6 +24,7 @@
 mod admission;
 mod auth;
 mod digest;
+mod joining;
 mod keys;
 mod l4;
 mod node;
@@ -47,6 +49,8 @@ use tokio::sync::oneshot;
 /// This node's running membership. Stops (leaves gossip) on [`Cluster::stop`] or drop.
 pub struct Cluster {
     inner: Arc<node::Inner>,
+    /// `[cluster] state_file`: where an operator's drain is kept across a restart.
+    state_file: Option<std::path::PathBuf>,
     stop: Mutex<Option<oneshot::Sender<()>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -57,7 +61,12 @@ impl Cluster {
     pub fn start(cfg: &config::Cluster, digest: String, remote: Box<dyn Remote>) -> std::io::Result<Cluster> {
         let (inner, stop, thread) = node::spawn(cfg, None, digest, remote)?;
         tracing::info!(node = %cfg.node, gossip = %cfg.bind, seeds = cfg.seeds.len(), "joined cluster gossip");
-        Ok(Cluster { inner, stop: Mutex::new(Some(stop)), thread: Mutex::new(Some(thread)) })
+        Ok(Cluster {
+            inner,
+            state_file: cfg.state_file.clone(),
+            stop: Mutex::new(Some(stop)),
+            thread: Mutex::new(Some(thread)),
+        })
     }
 
     /// [`Cluster::start`] on a gossip socket already bound to `cfg.bind`: a binary
@@ -71,7 +80,12 @@ impl Cluster {
     ) -> std::io::Result<Cluster> {
         let (inner, stop, thread) = node::spawn(cfg, Some(socket), digest, remote)?;
         tracing::info!(node = %cfg.node, gossip = %cfg.bind, seeds = cfg.seeds.len(), "joined cluster gossip");
-        Ok(Cluster { inner, stop: Mutex::new(Some(stop)), thread: Mutex::new(Some(thread)) })
+        Ok(Cluster {
+            inner,
+            state_file: cfg.state_file.clone(),
+            stop: Mutex::new(Some(stop)),
+            thread: Mutex::new(Some(thread)),
+        })
     }
 
     /// Shares an agent's report with every node (at the next tick, within 100 ms).
@@ -111,6 +125,24 @@ impl Cluster {
     /// finish. Published at the next tick (within 100 ms).
     pub fn set_serving(&self, serving: Serving) {
         self.inner.serving.set(serving);
+    }
+
+    /// What an operator last said (`drain`, `ready`) before this process started, kept in
+    /// `[cluster] state_file`; `None` without one, or when it was never said.
+    pub fn kept_serving(&self) -> Option<Serving> {
+        self.state_file.as_deref().and_then(serving::read_kept)
+    }
+
+    /// [`Cluster::set_serving`] on an operator's word, kept in `[cluster] state_file` (if
+    /// any) so a restart of this node comes back the same. Applied even when the file
+    /// cannot be written (that error is returned).
+    pub fn set_serving_kept(&self, serving: Serving) -> std::io::Result<()> {
+        self.set_serving(serving);
+        match &self.state_file {
+            Some(path) => serving::write_kept(path, serving)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+            None => Ok(()),
+        }
     }
 
     /// Before a clean stop: drains this node and waits (at most `limit`) until no live L4

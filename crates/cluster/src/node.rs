@@ -63,6 +63,8 @@ pub(crate) struct Inner {
     pub(crate) stats: Arc<Stats>,
     /// Whether this node takes flows from the L4 tier (`serve`).
     pub(crate) serving: serving::Own,
+    /// Whether this node has the other nodes' tables yet: its `ready` waits for it.
+    joining: crate::joining::Joining,
     /// The L4 tier, on a node with `[cluster.l4]`.
     pub(crate) l4: Option<crate::l4::Tier>,
 }
@@ -141,6 +143,7 @@ pub(crate) fn spawn(
         view: ArcSwap::from_pointee(view),
         stats: Arc::clone(&stats),
         serving: serving::Own::default(),
+        joining: crate::joining::Joining::new(!cfg.seeds.is_empty()),
         l4,
     });
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -207,6 +210,10 @@ async fn drive(
         publish(&mut c, inner, &mut expiries);
         admission::publish(c.self_node_state(), &mut in_flight, remote.in_flight());
         let mut view = observe(&c, &mut seen, remote, inner);
+        if !inner.joining.done() {
+            let (peers, received) = tables_received(&c, &seen);
+            inner.joining.tick(peers, received);
+        }
         let others = admit(&c);
         drop(c);
         remote.admission(&others);
@@ -241,7 +248,8 @@ fn publish(c: &mut Chitchat, inner: &Inner, expiries: &mut HashMap<String, u64>)
     for (server, (capacity, at)) in pending.capacities {
         state.set(keys::cap_key(server), keys::cap_value(capacity, at));
     }
-    if let Some(serving) = inner.serving.get() {
+    // `ready` only once the other nodes' tables are here (`joining`); `draining` at once.
+    if let Some(serving) = inner.serving.get().filter(|s| *s != Serving::Ready || inner.joining.done()) {
         state.set(serving::SERVE, serving.as_str());
     }
     if let Some(tier) = &inner.l4 {
@@ -260,6 +268,15 @@ fn admit(c: &Chitchat) -> Admission {
     let rank =
         others.iter().filter(|id| (&id.node_id, id.generation_id) < (&me.node_id, me.generation_id)).count();
     admission::collect(others.iter().filter_map(|id| c.node_state(id)), others.len() + 1, rank)
+}
+
+/// The live other nodes, and how many of them have handed their tables to the switch
+/// (their state, up to a `beat`, taken while they were live).
+fn tables_received(c: &Chitchat, seen: &Seen) -> (usize, usize) {
+    let me = c.self_chitchat_id();
+    let peers: Vec<&ChitchatId> = c.live_nodes().filter(|id| *id != me).collect();
+    let received = peers.iter().filter(|id| seen.nodes.get(**id).is_some_and(|n| n.handed_up_to > 0)).count();
+    (peers.len(), received)
 }
 
 /// What this node has already taken from each other node.

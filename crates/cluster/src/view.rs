@@ -80,6 +80,9 @@ pub struct L4View {
     pub load_us: u64,
     /// Why the last load failed (cleared by the next success).
     pub error: Option<String>,
+    /// Flows to dead nodes that never got an answer, deleted from conntrack so their
+    /// clients' SYN retransmits reach a live node.
+    pub unanswered_forgotten: u64,
     /// Whether this host forwards IPv4 (`net.ipv4.ip_forward`); without it no flow passes.
     pub forwarding: bool,
 }

@@ -53,6 +53,7 @@ fn member(
         seeds: seeds.to_vec(),
         key: Some(key.into()),
         gossip_interval: Duration::from_millis(100),
+        state_file: None,
         l4: None,
     };
     let (tx, rx) = mpsc::channel();

@@ -1,6 +1,6 @@
 //! Checks across entries, run once every listener and group is read: unique names, unique
-//! bind addresses (the admin listener's included), and `default_group` naming a group that
-//! exists.
+//! bind addresses (the admin listener's included), `default_group` naming a group that
+//! exists, and what one-way listeners need (HashNAT's hand-off to peers included).
 
 use crate::diag::Sink;
 use crate::entries::{GroupDraft, ListenerDraft};
@@ -165,4 +165,32 @@ fn default_group_has_agent(l: &ListenerDraft, groups: &[GroupDraft]) -> bool {
     let Some(name) = &l.default_group else { return true };
     let group = groups.iter().find(|g| g.name.as_ref().is_some_and(|n| n.value == name.value));
     group.is_none_or(|g| g.servers.iter().any(|s| s.agent_written))
+}
+
+/// HashNAT with hand-offs (ADR 0019): a one-way listener hands connections to the other
+/// hosts, which hold the listener's address on `lo` to answer for it. So that address
+/// cannot be any host's peer address (a HashNAT server's `addr`, where its peer listener,
+/// and usually its gossip and agent, live): the hosts holding it on `lo` could no longer
+/// reach that host there. Reported at the listener's `bind`.
+pub(crate) fn oneway_hashnat(listeners: &[ListenerDraft], groups: &[GroupDraft], sink: &mut Sink) {
+    let peers: Vec<(&str, SocketAddr)> = groups
+        .iter()
+        .flat_map(|g| &g.servers)
+        .filter(|s| s.local_addr.is_some() && s.agent_written)
+        .filter_map(|s| Some((s.name.as_ref()?.value.as_str(), s.addr.as_ref()?.value)))
+        .collect();
+    for l in listeners.iter().filter(|l| l.mode.as_ref().is_some_and(|m| m.value == crate::Mode::OneWay)) {
+        let Some(bind) = &l.bind else { continue };
+        let Some((name, addr)) = peers.iter().find(|(_, a)| a.ip() == bind.value.ip()) else { continue };
+        sink.error(
+            &bind.span,
+            &bind.key,
+            format!(
+                "a one-way listener on HashNAT server `{name}`'s peer address {}: the other hosts hold this \
+                 address on lo to answer the connections handed to them, and could not reach `{name}` at {addr}",
+                bind.value.ip()
+            ),
+            Some("bind the listener to an address of its own that clients reach (e.g. the host's public address), and keep the peer listener, gossip and agent on the host's private one".into()),
+        );
+    }
 }

@@ -1,14 +1,14 @@
 //! `[cluster]` (issue 13): this node's name, where it gossips, the peers it joins through,
 //! and the key every gossip datagram is authenticated with. A gossip address reachable from
-//! other hosts without a key is refused, as the admin API's token is. `[cluster.l4]` is read
-//! by `cluster_l4`.
+//! other hosts without a key is refused, as the admin API's token is. `state_file` keeps an
+//! operator's drain across a restart. `[cluster.l4]` is read by `cluster_l4`.
 
 use crate::diag::Sink;
 use crate::keys::{home_of, CLUSTER_KEYS};
 use crate::walk::{Located, Table};
 use crate::{addr, Cluster};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// `[cluster]`, or `None` when absent or when an error was reported.
@@ -20,8 +20,9 @@ pub(crate) fn section(root: &Table, sink: &mut Sink, base: &Path) -> Option<Clus
     let seeds = seeds(&t, sink);
     let key = crate::endpoints::read_secret(&t, sink, base, "cluster gossip", ["key", "key_file"]);
     let gossip_interval = t.duration_or(sink, "gossip_interval", Duration::from_millis(100), false);
+    let state_file = state_file(&t, sink, base);
     let l4 = crate::cluster_l4::section(&t, sink);
-    let (node, bind, seeds, key, l4) = (node?, bind?, seeds?, key?, l4.ok()?);
+    let (node, bind, seeds, key, l4, state_file) = (node?, bind?, seeds?, key?, l4.ok()?, state_file?);
     if key.is_none() && !bind.value.ip().is_loopback() {
         let message =
             format!("cluster gossip on {} is reachable from other hosts but has no key", bind.value);
@@ -29,7 +30,26 @@ pub(crate) fn section(root: &Table, sink: &mut Sink, base: &Path) -> Option<Clus
         sink.error(&bind.span, &bind.key, message, hint);
         return None;
     }
-    Some(Cluster { node, bind: bind.value, seeds, key, gossip_interval, l4 })
+    Some(Cluster { node, bind: bind.value, seeds, key, gossip_interval, l4, state_file })
+}
+
+/// `state_file`: where this node keeps an operator's `drain` across a restart, relative to
+/// the config's directory. The file is written on `drain` and `ready`, so its directory must
+/// exist. `Some(None)` when absent, `None` when an error was reported.
+fn state_file(t: &Table, sink: &mut Sink, base: &Path) -> Option<Option<PathBuf>> {
+    let Some(text) = t.string(sink, "state_file") else { return Some(None) };
+    let path = base.join(text.value);
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if text.value.is_empty() || text.value.ends_with('/') || !dir.is_dir() {
+        let message = format!("state_file `{}`: no directory `{}` to keep it in", text.value, dir.display());
+        let hint = Some(
+            "create the directory, or name a file in an existing one, e.g. \"/var/lib/cswitch/cs1.state\""
+                .into(),
+        );
+        sink.error(&text.span, &text.key, message, hint);
+        return None;
+    }
+    Some(Some(path))
 }
 
 /// `node`: 1 to 64 letters, digits, `-`, `_` or `.`, unique in the cluster.

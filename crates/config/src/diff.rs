@@ -118,7 +118,7 @@ impl Change {
     /// worker count (workers and their sockets are made once at start).
     pub fn needs_restart(&self) -> bool {
         match self {
-            Change::Global { old, new } => old.workers != new.workers,
+            Change::Global { old, new } => old.workers != new.workers || old.io != new.io,
             Change::Service { rebinds, .. } => *rebinds,
             other => other.changes_bind(),
         }
@@ -311,6 +311,7 @@ fn global_fields(a: &Global, b: &Global) -> Vec<String> {
     field(&mut out, "workers", a.workers, b.workers);
     let grace = |g: &Global| duration::format(g.grace_period);
     field(&mut out, "grace_period", grace(a), grace(b));
+    field(&mut out, "io", a.io.name(), b.io.name());
     out
 }
 

@@ -106,7 +106,7 @@ impl GroupDraft {
 /// One server of a group, as read.
 pub(crate) struct ServerDraft {
     pub(crate) name: Option<Located<String>>,
-    addr: Option<Located<SocketAddr>>,
+    pub(crate) addr: Option<Located<SocketAddr>>,
     weight: u32,
     maxconn: u32,
     pub(crate) cookie: Option<Located<String>>,

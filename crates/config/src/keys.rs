@@ -14,7 +14,7 @@ pub(crate) const TOP_KEYS: &[&str] = &[
     "oneway",
     "cluster",
 ];
-pub(crate) const GLOBAL_KEYS: &[&str] = &["workers", "grace_period"];
+pub(crate) const GLOBAL_KEYS: &[&str] = &["workers", "grace_period", "io"];
 pub(crate) const ACCESS_LOG_KEYS: &[&str] = &["enabled", "format", "path", "fields", "syslog", "facility"];
 pub(crate) const LIMITS_KEYS: &[&str] = &[
     "max_client_connections",
@@ -121,7 +121,7 @@ pub(crate) const AGENTS_KEYS: &[&str] = &["bind", "token", "token_file", "silent
 pub(crate) const ONEWAY_KEYS: &[&str] =
     &["interface", "token", "token_file", "handoff_timeout", "flow_timeout", "table"];
 pub(crate) const CLUSTER_KEYS: &[&str] =
-    &["node", "bind", "seeds", "key", "key_file", "gossip_interval", "l4"];
+    &["node", "bind", "seeds", "key", "key_file", "gossip_interval", "state_file", "l4"];
 pub(crate) const CLUSTER_L4_KEYS: &[&str] = &["vip", "ports", "nodes", "table"];
 /// One entry of a listener's `tls`.
 pub(crate) const CERT_KEYS: &[&str] = &["cert", "key"];

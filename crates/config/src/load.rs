@@ -73,6 +73,7 @@ fn walk(root: &Table, sink: &mut Sink, path: &Path) -> (Config, Refs) {
     checks::run(&listeners, &groups, admin.as_ref(), sink);
     local_addrs_need_a_cluster(&groups, cluster.is_some(), sink);
     checks::oneway_listeners(&listeners, &groups, root.has("oneway"), sink);
+    checks::oneway_hashnat(&listeners, &groups, sink);
     let mut refs = refs::collect(sink, &listeners, &groups, access_log_path.as_ref());
     refs.oneway = oneway.as_ref().map(|o| refs::Written {
         value: o.value.interface.clone(),

@@ -51,6 +51,9 @@ pub struct Cluster {
     /// `[cluster.l4]`: this node programs the kernel L4 tier in front of the nodes;
     /// `None` = it does not.
     pub l4: Option<ClusterL4>,
+    /// `state_file`: where an operator's `drain` (or `ready`) is kept across a restart;
+    /// `None` = a restarted node is ready again.
+    pub state_file: Option<std::path::PathBuf>,
 }
 
 /// `[cluster.l4]`: the kernel L4 tier this node programs from the live membership
@@ -141,6 +144,29 @@ pub struct Global {
     pub workers: usize,
     /// On SIGTERM, how long in-flight requests may run before the process exits (default 30s).
     pub grace_period: Duration,
+    /// How plain HTTP client sockets and server connections do their I/O (default uring,
+    /// epoll where the kernel refuses io_uring).
+    pub io: IoModel,
+}
+
+/// `[global] io`: how plain HTTP client sockets do their I/O.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoModel {
+    /// Readiness through tokio's epoll (every socket).
+    Epoll,
+    /// Completions through a per-worker io_uring for plain HTTP client sockets of two-way
+    /// listeners (epoll stays for the rest, and wherever the kernel refuses io_uring).
+    Uring,
+}
+
+impl IoModel {
+    /// As the config spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoModel::Epoll => "epoll",
+            IoModel::Uring => "uring",
+        }
+    }
 }
 
 /// Access-log output format.

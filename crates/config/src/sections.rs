@@ -6,7 +6,7 @@
 use crate::diag::Sink;
 use crate::keys::{home_of, GLOBAL_KEYS, LIMITS_KEYS, TIMEOUTS_KEYS};
 use crate::walk::Table;
-use crate::{Global, Limits, Timeouts};
+use crate::{Global, IoModel, Limits, Timeouts};
 use std::time::Duration;
 
 const MIB: i64 = 1024 * 1024;
@@ -14,12 +14,13 @@ const MIB: i64 = 1024 * 1024;
 pub(crate) fn global(root: &Table, sink: &mut Sink) -> Global {
     let section = root.section(sink, "global");
     let Some(t) = section else {
-        return Global { workers: 0, grace_period: Duration::from_secs(30) };
+        return Global { workers: 0, grace_period: Duration::from_secs(30), io: IoModel::Uring };
     };
     t.reject_unknown(sink, GLOBAL_KEYS, home_of);
     Global {
         workers: to_usize(t.int_or(sink, "workers", 0, 0..=256)),
         grace_period: t.duration_or(sink, "grace_period", Duration::from_secs(30), true),
+        io: io_model(&t, sink),
     }
 }
 
@@ -110,4 +111,21 @@ fn to_u64(v: i64) -> u64 {
 
 fn to_i64(v: usize) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// `[global] io`: `"uring"` (default) or `"epoll"`.
+fn io_model(t: &Table, sink: &mut Sink) -> IoModel {
+    let Some(v) = t.string(sink, "io") else { return IoModel::Uring };
+    match v.value {
+        "epoll" => IoModel::Epoll,
+        "uring" => IoModel::Uring,
+        other => {
+            let message = format!("unknown io `{other}`; valid: epoll, uring");
+            let hint = crate::suggest::hint(other, ["epoll", "uring"]).or_else(|| {
+                Some("write `io = \"epoll\"` (readiness for every socket) or leave it out (io_uring)".into())
+            });
+            sink.error(&v.span, &v.key, message, hint);
+            IoModel::Epoll
+        }
+    }
 }

@@ -38,6 +38,7 @@ fn a_loopback_node_needs_no_key_and_gets_the_defaults() {
         seeds: vec![],
         key: None,
         gossip_interval: Duration::from_millis(100),
+        state_file: None,
         l4: None,
     };
     assert_eq!(c.cluster, Some(expected));
@@ -79,6 +80,20 @@ fn the_key_may_come_from_a_file() {
     let _ = std::fs::remove_file(file);
     let d = one("[cluster]\nnode = \"a\"\nbind = \"127.0.0.1:7946\"\nkey = \"short\"\n");
     assert!(d.message.contains("the key for cluster gossip is 5 characters"), "{}", d.message);
+}
+
+#[test]
+fn the_state_file_is_kept_beside_the_config_in_a_directory_that_exists() {
+    let base = std::env::temp_dir();
+    let parse_at = |text: &str| parse(&format!("{BASE}{text}"), &base.join("c.toml"));
+    let text = "[cluster]\nnode = \"a\"\nbind = \"127.0.0.1:7946\"\nstate_file = \"a.state\"\n";
+    let c = parse_at(text).unwrap_or_else(|e| panic!("{e}")).cluster.unwrap();
+    assert_eq!(c.state_file, Some(base.join("a.state")), "relative to the config's directory");
+    let d =
+        one("[cluster]\nnode = \"a\"\nbind = \"127.0.0.1:7946\"\nstate_file = \"/no/such/dir/a.state\"\n");
+    assert_eq!((d.line, d.col, d.key.as_str()), (11, 14, "cluster.state_file"));
+    assert!(d.message.contains("no directory `/no/such/dir`"), "{}", d.message);
+    assert!(d.hint.as_deref().unwrap_or("").contains("create the directory"), "{:?}", d.hint);
 }
 
 #[test]
@@ -178,4 +193,56 @@ fn bad_l4_values_name_their_place_and_the_fix() {
     assert!(d.message.contains("not an nftables table name"), "{}", d.message);
     let d = one(&format!("{NODE}[cluster.l4]\nvip = \"192.0.2.10\"\nports = [80]\nport = 80\n"));
     assert_eq!(d.key, "cluster.l4.port");
+}
+
+/// HashNAT with hand-offs (ADR 0019): a one-way client listener on a public address, the
+/// hosts (peer listeners, agents) on private ones.
+const HASHNAT_ONEWAY: &str = r#"[cluster]
+node = "cs1"
+bind = "10.0.0.1:7946"
+key = "0123456789abcdef0123"
+[oneway]
+interface = "eth0"
+token = "0123456789abcdef0123"
+[[listener]]
+name = "web"
+bind = "192.0.2.1:80"
+default_group = "web"
+mode = "one-way"
+[[listener]]
+name = "peer"
+bind = "10.0.0.1:8081"
+default_group = "here"
+[[group]]
+name = "web"
+scheduler = "sieve"
+servers = [
+  { name = "cs1", addr = "10.0.0.1:8081", local_addr = "127.0.0.1:80", agent = "10.0.0.1:9000", mac = "02:00:00:00:00:01" },
+  { name = "cs2", addr = "10.0.0.2:8081", local_addr = "127.0.0.1:80", agent = "10.0.0.2:9000", mac = "02:00:00:00:00:02" },
+]
+[[group]]
+name = "here"
+servers = [ { name = "origin", addr = "127.0.0.1:80" } ]
+"#;
+
+#[test]
+fn hashnat_hands_off_from_a_one_way_listener_on_an_address_of_its_own() {
+    let c = parse(HASHNAT_ONEWAY, Path::new("/etc/cswitch/c.toml")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.listeners[0].mode, cswitch_config::Mode::OneWay);
+    let cs2 = &c.groups[0].servers[1];
+    assert_eq!(cs2.handoff.map(|h| h.agent), Some("10.0.0.2:9000".parse().unwrap()));
+    assert_eq!(cs2.connect_addr(Some("cs1")), "10.0.0.2:8081".parse().unwrap(), "proxied there on fallback");
+}
+
+#[test]
+fn a_one_way_listener_on_a_hashnat_peer_address_is_refused_at_its_bind() {
+    let text = HASHNAT_ONEWAY.replace("bind = \"192.0.2.1:80\"", "bind = \"10.0.0.2:80\"");
+    let d = match parse(&text, Path::new("/etc/cswitch/c.toml")) {
+        Ok(c) => panic!("accepted: {c:?}"),
+        Err(Diagnostics(d)) => d,
+    };
+    assert_eq!(d.len(), 1, "{}", Diagnostics(d.clone()));
+    assert_eq!((d[0].line, d[0].col, d[0].key.as_str()), (10, 8, "listener[0].bind"));
+    assert!(d[0].message.contains("HashNAT server `cs2`'s peer address 10.0.0.2"), "{}", d[0].message);
+    assert!(d[0].hint.as_deref().unwrap_or("").contains("public address"), "{:?}", d[0].hint);
 }

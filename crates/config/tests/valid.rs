@@ -3,7 +3,7 @@
 
 use balance::SchedulerKind;
 use cswitch_config::{
-    load, parse, AccessLog, Config, ConnectionPersistence, Global, Group, HashKey, Limits, Listener,
+    load, parse, AccessLog, Config, ConnectionPersistence, Global, Group, HashKey, IoModel, Limits, Listener,
     LogField, LogFormat, Params, Protocol, Server, ServerState, Timeouts, WeightSource,
 };
 use std::path::{Path, PathBuf};
@@ -131,7 +131,7 @@ fn expected_full() -> Config {
     let secs = Duration::from_secs;
     Config {
         source: PathBuf::from("/etc/cswitch/cswitch.toml"),
-        global: Global { workers: 4, grace_period: secs(90) },
+        global: Global { workers: 4, grace_period: secs(90), io: IoModel::Uring },
         access_log: AccessLog {
             enabled: false,
             format: LogFormat::Json,
@@ -219,7 +219,7 @@ fn minimal_config_gets_every_default() {
     let secs = Duration::from_secs;
     let expected = Config {
         source: PathBuf::from("cswitch.toml"),
-        global: Global { workers: 0, grace_period: secs(30) },
+        global: Global { workers: 0, grace_period: secs(30), io: IoModel::Uring },
         access_log: AccessLog {
             enabled: true,
             format: LogFormat::Text,

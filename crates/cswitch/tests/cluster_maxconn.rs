@@ -8,76 +8,18 @@ mod cluster_bed;
 mod common;
 
 use cluster_bed::*;
+use common::counting::{client, counting_server, Counts};
 use common::tempdir;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-
-/// Requests the server is serving now, the most at once, and how many it served.
-#[derive(Default)]
-struct Counts {
-    now: AtomicU32,
-    most: AtomicU32,
-    served: AtomicU32,
-}
-
-/// A keep-alive HTTP server that holds each request `hold` and counts them.
-async fn counting_server(counts: Arc<Counts>, hold: Duration) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(serve(stream, Arc::clone(&counts), hold));
-        }
-    });
-    addr
-}
-
-async fn serve(mut stream: TcpStream, counts: Arc<Counts>, hold: Duration) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-            match stream.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            }
-        }
-        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-        buf.drain(..end);
-        let now = counts.now.fetch_add(1, Ordering::SeqCst) + 1;
-        counts.most.fetch_max(now, Ordering::SeqCst);
-        tokio::time::sleep(hold).await;
-        counts.now.fetch_sub(1, Ordering::SeqCst);
-        counts.served.fetch_add(1, Ordering::SeqCst);
-        if stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok").await.is_err() {
-            return;
-        }
-    }
-}
-
-/// One client: `requests` requests, each on a new connection through `node`; the statuses.
-async fn client(node: SocketAddr, requests: usize, deadline: Instant) -> Vec<u16> {
-    let mut statuses = Vec::with_capacity(requests);
-    for _ in 0..requests {
-        if Instant::now() > deadline {
-            break;
-        }
-        let mut c = testkit::RawClient::connect(node).await.unwrap();
-        c.send(b"GET /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").await.unwrap();
-        statuses.push(c.read_response().await.map_or(0, |r| r.status));
-    }
-    statuses
-}
 
 #[test]
 fn a_servers_maxconn_holds_across_three_nodes() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let counts = Arc::new(Counts::default());
-    let origin = rt.block_on(counting_server(Arc::clone(&counts), Duration::from_millis(30)));
+    let at = "127.0.0.1:0".parse().unwrap();
+    let origin = rt.block_on(counting_server(at, Arc::clone(&counts), Duration::from_millis(30)));
     let dir = tempdir("cluster-maxconn");
     let group = format!(
         "[timeouts]\nqueue = \"20s\"\n[[group]]\nname = \"web\"\nscheduler = \"rr\"\n\

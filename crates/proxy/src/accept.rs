@@ -7,6 +7,7 @@ use crate::floor::handover::Moving;
 use crate::floor::shared::Shared;
 use crate::floor::stats::{Counter, Stats};
 use crate::floor::stream::{handshake, ClientStream};
+use crate::floor::uring::listen::Listening;
 use crate::floor::worker::{Open, Worker};
 use crate::observe::access_log::{self, LogOutput};
 use std::net::SocketAddr;
@@ -14,7 +15,7 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 /// Runs one worker until shutdown completes. `listeners[i]` serves snapshot listener `i`.
 /// `adopted` brings the connections a binary upgrade's old process hands over.
@@ -24,7 +25,14 @@ pub fn run(
     log: Arc<LogOutput>,
     adopted: tokio::sync::mpsc::UnboundedReceiver<Moving>,
 ) {
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let ring = wants_ring(&shared) && install_ring();
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    if ring {
+        // What the tasks queued for the ring during a turn goes to the kernel before the
+        // thread sleeps in epoll.
+        builder.on_thread_park(crate::floor::uring::driver::flush);
+    }
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!(error = %e, "worker runtime failed to start");
@@ -34,10 +42,15 @@ pub fn run(
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
         access_log::install(log);
-        let worker = Rc::new(Worker::new(shared));
+        let mut worker = Worker::new(shared);
+        worker.ring = ring;
+        let worker = Rc::new(worker);
+        if ring {
+            tokio::task::spawn_local(crate::floor::uring::reaper());
+        }
         crate::handoff::worker::set(&worker);
         for (index, l) in listeners.into_iter().enumerate() {
-            match TcpListener::from_std(l) {
+            match Listening::new(l, worker.ring_serves(index)) {
                 Ok(l) => {
                     let accepting = Stats::on_listener(index, accept_loop(Rc::clone(&worker), l, index));
                     drop(tokio::task::spawn_local(accepting));
@@ -53,7 +66,23 @@ pub fn run(
     });
 }
 
-async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
+/// Whether the config asks for io_uring.
+fn wants_ring(shared: &Shared) -> bool {
+    shared.snapshot.load().config.global.io == config::IoModel::Uring
+}
+
+/// This worker thread's ring; `false` (logged) where the kernel refuses it: epoll serves.
+fn install_ring() -> bool {
+    match crate::floor::uring::install() {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "io_uring unavailable, this worker uses epoll");
+            false
+        }
+    }
+}
+
+async fn accept_loop(worker: Rc<Worker>, listener: Listening, index: usize) {
     loop {
         // Made before the check: a stop signalled in between still wakes it.
         let stop = worker.shutdown.notified();
@@ -83,13 +112,24 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, index: usize) {
         if !admit(&worker) {
             continue;
         }
-        let _ = stream.set_nodelay(true);
+        let _ = stream.set_nodelay();
         let state: Slot = Rc::new(Watch::new());
         let open = Open::new(Rc::clone(&worker), index);
         if is_plain_http(&worker, index) {
-            let client = crate::http::client(&open, ClientStream::Plain(stream), peer, Rc::clone(&state));
+            let stream = match worker.ring_serves(index) {
+                true => match stream.into_std() {
+                    Ok(s) => ClientStream::Ring(crate::floor::uring::RingTcp::new(s)),
+                    Err(_) => continue,
+                },
+                false => match stream.into_tokio() {
+                    Ok(s) => ClientStream::Plain(s),
+                    Err(_) => continue,
+                },
+            };
+            let client = crate::http::client(&open, stream, peer, Rc::clone(&state));
             spawn_http(&worker, open, client, state);
         } else {
+            let Ok(stream) = stream.into_tokio() else { continue };
             let task = tokio::task::spawn_local(Stats::on_listener(
                 index,
                 dispatch(open, stream, peer, Rc::clone(&state)),
@@ -143,7 +183,8 @@ async fn resume_parked(worker: Rc<Worker>) {
                 return; // closed, and uncounted with `open`
             }
             let state: Slot = Rc::new(Watch::with(ConnState::Idle));
-            if let Some(client) = crate::http::resume(r, Rc::clone(&state)) {
+            let ring = worker.ring_serves(r.listener as usize);
+            if let Some(client) = crate::http::resume(r, Rc::clone(&state), ring) {
                 spawn_http(&worker, open, client, state);
             }
         });

@@ -1,5 +1,6 @@
 //! What a host lacks to run the L4 tier, for `cswitch check`: `nft` (the table is loaded
-//! with it) and IPv4 forwarding (without it no flow to the VIP passes).
+//! with it), `conntrack` (a dead node's unanswered flows are deleted with it) and IPv4
+//! forwarding (without it no flow to the VIP passes).
 
 /// One thing the host lacks, and how to get it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,6 +19,15 @@ pub fn missing() -> Vec<Lack> {
         out.push(Lack {
             what: "`nft` (nftables) is not installed: the tier loads its table with it".into(),
             fix: "apt-get install nftables".into(),
+        });
+    }
+    let conntrack = std::process::Command::new("conntrack").arg("--version").output();
+    if !conntrack.is_ok_and(|o| o.status.success()) {
+        out.push(Lack {
+            what: "`conntrack` (conntrack-tools) is not installed: without it, clients that \
+                   connected to a crashed node keep retrying it until they time out"
+                .into(),
+            fix: "apt-get install conntrack".into(),
         });
     }
     let forwarding = std::fs::read_to_string("/proc/sys/net/ipv4/ip_forward");

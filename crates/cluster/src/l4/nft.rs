@@ -10,6 +10,11 @@
 //! - set `gone` and chain `reset_gone` (filter forward): a packet of a flow whose node died
 //!   is answered with a TCP reset, so its client fails at once instead of retransmitting
 //!   into the void until it times out.
+//! - chain `retry_refused` (filter forward): a TCP reset a target answers to a flow that
+//!   never got established (conntrack has not marked it assured: the node's port is closed,
+//!   its process just died) is dropped. Conntrack has already forgotten the flow (a reset as
+//!   the first reply deletes the entry), so the client's SYN retransmit, ~1 s later, is a
+//!   new flow that `spread` gives a live node (ADR 0018). Its counter is what the tier saved.
 
 use super::Plan;
 use config::ClusterL4;
@@ -31,6 +36,10 @@ pub(crate) fn install_text(cfg: &ClusterL4) -> String {
          \tchain reset_gone {{\n\
          \t\ttype filter hook forward priority filter; policy accept;\n\
          \t\tct status dnat ct original ip daddr {vip} ct reply ip saddr @gone counter reject with tcp reset\n\
+         \t}}\n\
+         \tchain retry_refused {{\n\
+         \t\ttype filter hook forward priority filter; policy accept;\n\
+         \t\tct status dnat ct original ip daddr {vip} ct direction reply tcp flags rst ct status & assured != assured counter drop\n\
          \t}}\n\
          }}\n",
         vip = cfg.vip,
@@ -106,6 +115,7 @@ mod tests {
         let plan = Plan {
             targets: vec![target("cs1", [10, 0, 0, 1]), target("cs2", [10, 0, 0, 2])],
             gone: vec![Ipv4Addr::new(10, 0, 0, 3)],
+            dead: vec![Ipv4Addr::new(10, 0, 0, 3)],
         };
         let text = update_text(&cfg(), &plan);
         assert_eq!(
@@ -124,5 +134,9 @@ mod tests {
         let text = install_text(&cfg());
         assert!(text.starts_with("add table ip t4\ndelete table ip t4\ntable ip t4 {"), "{text}");
         assert!(text.contains("ct original ip daddr 192.0.2.10 ct reply ip saddr @gone"), "{text}");
+        assert!(
+            text.contains("ct direction reply tcp flags rst ct status & assured != assured counter drop"),
+            "a refused first SYN is retried, not refused: {text}"
+        );
     }
 }

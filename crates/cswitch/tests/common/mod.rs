@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 #![allow(dead_code)] // each test file uses part of this
 
+pub mod counting;
 pub mod tls12;
 pub mod upgrading;
 

@@ -30,6 +30,14 @@ pub fn connect(from: Ipv4Addr, port: u16) -> io::Result<TcpStream> {
     dial(socket, port)
 }
 
+/// [`connect`], with the client's end known even when the connection fails.
+pub fn try_connect(from: Ipv4Addr, port: u16) -> (SocketAddrV4, io::Result<TcpStream>) {
+    match bound(from) {
+        Ok((socket, local)) => (local, dial(socket, port)),
+        Err(e) => (SocketAddrV4::new(from, 0), Err(e)),
+    }
+}
+
 /// A socket bound to `from` and a client port never used before in this process (20000
 /// on), known before connecting: each connection is one entry of `lb`'s flow probe, even a
 /// refused one, and no later connection can take its port.

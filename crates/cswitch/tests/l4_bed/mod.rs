@@ -45,6 +45,16 @@ pub struct Bed {
     pub origins: Vec<SocketAddr>,
     pub tls_servers: Vec<SocketAddr>,
     stop_servers: std::sync::mpsc::Sender<()>,
+    /// What the test added to every node's config.
+    extra_toml: String,
+}
+
+/// What a test adds to the bed: VIP ports of its own, and config appended to every node's
+/// (listeners on those ports, groups of servers it runs in `srv`).
+#[derive(Default)]
+pub struct Extra {
+    pub ports: Vec<u16>,
+    pub node_toml: String,
 }
 
 /// Tests of one binary share the machine's two cores: one bed at a time keeps the timing
@@ -65,6 +75,12 @@ impl Bed {
     /// sending flows to all of them. `None` (skipped) without root, `ip` and `nft`, unless
     /// CSWITCH_REQUIRE_KERNEL is set (then it fails).
     pub fn start(tag: &str, started: usize) -> Option<Bed> {
+        Bed::start_with(tag, started, |_| Extra::default())
+    }
+
+    /// [`Bed::start`] with what `extra` adds, made once the namespaces exist (so it can
+    /// start servers in `srv`).
+    pub fn start_with(tag: &str, started: usize, extra: impl FnOnce(&Testbed) -> Extra) -> Option<Bed> {
         if !testkit::netns::available() {
             return None;
         }
@@ -78,10 +94,20 @@ impl Bed {
         )
         .unwrap();
         let (origins, tls_servers, stop_servers) = start_servers(&net);
-        std::fs::write(dir.join("lb.toml"), lb_config()).unwrap();
+        let extra = extra(&net);
+        std::fs::write(dir.join("lb.toml"), lb_config(&extra.ports)).unwrap();
         let lb = spawn_switch(&net, "lb", &dir.join("lb.toml"));
         lb.wait_for("L4 tier installed");
-        let mut bed = Bed { net, dir, lb, nodes: vec![None, None, None], origins, tls_servers, stop_servers };
+        let mut bed = Bed {
+            net,
+            dir,
+            lb,
+            nodes: vec![None, None, None],
+            origins,
+            tls_servers,
+            stop_servers,
+            extra_toml: extra.node_toml,
+        };
         for i in 0..started {
             bed.start_node(i);
         }
@@ -94,7 +120,8 @@ impl Bed {
     pub fn start_node(&mut self, i: usize) {
         let (name, _) = node(i);
         let path = self.dir.join(format!("{name}.toml"));
-        std::fs::write(&path, node_config(i, &self.origins, &self.tls_servers)).unwrap();
+        let config = node_config(i, &self.origins, &self.tls_servers) + &self.extra_toml;
+        std::fs::write(&path, config).unwrap();
         let proc = spawn_switch(&self.net, name, &path);
         proc.wait_for("listening");
         self.nodes[i] = Some(proc);
@@ -161,18 +188,35 @@ impl Bed {
 
     /// Which node `lb` sent each client connection to (its flow probe): client address →
     /// node name. Every connection is there, refused ones too; client ports are never
-    /// reused (`client`), so each entry is one connection.
+    /// reused (`client`), so each entry is one connection. (A connection whose first SYN
+    /// the tier retried elsewhere has two nodes: [`Bed::flow_nodes`].)
     pub fn flows(&self) -> std::collections::HashMap<SocketAddrV4, String> {
+        let mut flows = std::collections::HashMap::new();
+        for (client, nodes) in self.flow_nodes() {
+            if let Some(node) = nodes.into_iter().next() {
+                flows.insert(client, node);
+            }
+        }
+        flows
+    }
+
+    /// Every node `lb` sent each client connection's new flows to, in name order: one for
+    /// most, two when the first went to a dead node and the SYN's retransmit was balanced
+    /// anew.
+    pub fn flow_nodes(&self) -> std::collections::HashMap<SocketAddrV4, Vec<String>> {
         let out = self.net.run("lb", &["nft", "list", "set", "ip", "probe", "flows"]);
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         let elements = text.split_once("elements = {").map_or("", |(_, e)| e);
-        let mut flows = std::collections::HashMap::new();
+        let mut flows: std::collections::HashMap<SocketAddrV4, Vec<String>> =
+            std::collections::HashMap::new();
         for element in elements.split(',') {
             let parts: Vec<&str> = element.split_whitespace().filter(|w| *w != ".").take(3).collect();
             let [ip, port, node] = parts[..] else { continue };
             let (Ok(ip), Ok(port), Ok(node)) = (ip.parse(), port.parse(), node.parse()) else { continue };
             if let Some(name) = node_name(node) {
-                flows.insert(SocketAddrV4::new(ip, port), name);
+                let nodes = flows.entry(SocketAddrV4::new(ip, port)).or_default();
+                nodes.push(name);
+                nodes.sort();
             }
         }
         flows
@@ -282,15 +326,18 @@ fn start_servers(net: &Testbed) -> (Vec<SocketAddr>, Vec<SocketAddr>, std::sync:
     (origins, tls, stop)
 }
 
-fn lb_config() -> String {
+fn lb_config(extra_ports: &[u16]) -> String {
     let seeds: Vec<String> = NODES.iter().map(|(_, n)| format!("\"{}:7946\"", ip_of(*n))).collect();
+    let ports: Vec<String> =
+        [WEB, STICKY, COOKIE, TLS].iter().chain(extra_ports).map(u16::to_string).collect();
     format!(
         "[global]\nworkers = 1\ngrace_period = \"1s\"\n[access_log]\nenabled = false\n\
          [admin]\nbind = \"127.0.0.1:9900\"\ntoken = \"{TOKEN}\"\n\
          [cluster]\nnode = \"lb\"\nbind = \"{}:7946\"\nseeds = [{}]\nkey = \"{KEY}\"\n\
-         [cluster.l4]\nvip = \"{VIP}\"\nports = [{WEB}, {STICKY}, {COOKIE}, {TLS}]\n",
+         [cluster.l4]\nvip = \"{VIP}\"\nports = [{}]\n",
         ip_of(2),
-        seeds.join(", ")
+        seeds.join(", "),
+        ports.join(", ")
     )
 }
 
@@ -318,6 +365,7 @@ fn node_config(i: usize, origins: &[SocketAddr], tls: &[SocketAddr]) -> String {
          [admin]\nbind = \"127.0.0.1:9900\"\ntoken = \"{TOKEN}\"\n\
          [agents]\nbind = \"{ip}:9901\"\ntoken = \"{AGENT_TOKEN}\"\nsilent_after = \"5s\"\n\
          [cluster]\nnode = \"{name}\"\nbind = \"{ip}:7946\"\nseeds = [{seeds}]\nkey = \"{KEY}\"\n\
+         state_file = \"{name}.state\"\n\
          [[listener]]\nname = \"web\"\nbind = \"0.0.0.0:{WEB}\"\ndefault_group = \"web\"\n\
          [[listener]]\nname = \"sticky\"\nbind = \"0.0.0.0:{STICKY}\"\ndefault_group = \"pin\"\nrules = \"sticky.rules\"\n\
          [[listener]]\nname = \"cookie\"\nbind = \"0.0.0.0:{COOKIE}\"\ndefault_group = \"ins\"\n\

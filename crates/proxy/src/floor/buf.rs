@@ -149,8 +149,8 @@ impl IoBuf {
         self.data.extend_from_slice(bytes);
     }
 
-    /// Appends bytes (tests fill buffers this way).
-    #[cfg(test)]
+    /// Appends bytes, growing past the capacity if it must (tests fill buffers this way;
+    /// a tunnel takes the bytes the ring received for it, `uring::RingTcp::into_tokio`).
     pub fn extend(&mut self, bytes: &[u8]) {
         self.for_read().extend_from_slice(bytes);
     }

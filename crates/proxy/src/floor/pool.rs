@@ -6,15 +6,14 @@
 //! connection again (the user-space form of DWSR's switch-back, seed 001).
 
 use crate::floor::clock;
+use crate::floor::server_stream::ServerStream;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 struct Idle {
-    stream: TcpStream,
+    stream: ServerStream,
     since: Instant,
     /// The client connection whose request it carried last.
     owner: u64,
@@ -44,13 +43,13 @@ impl Pools {
     /// The most recently used live idle connection to `server` that `which` allows, if
     /// any. Connections the server closed, or sent bytes on, while idle are dropped here
     /// (the count of those is returned in the second place, for the caller to record).
-    pub fn take(&self, server: u64, which: Take) -> (Option<TcpStream>, usize) {
+    pub fn take(&self, server: u64, which: Take) -> (Option<ServerStream>, usize) {
         let mut idle = self.idle.borrow_mut();
         let Some(list) = idle.get_mut(&server) else { return (None, 0) };
         let mut dropped = 0;
         while let Some(i) = list.iter().rposition(|c| which == Take::Any || Take::OwnedBy(c.owner) == which) {
             let conn = list.remove(i);
-            if still_open(&conn.stream) {
+            if conn.stream.still_open() {
                 return (Some(conn.stream), dropped);
             }
             dropped += 1;
@@ -65,10 +64,11 @@ impl Pools {
 
     /// Keeps `stream`, last used by client connection `owner`, for reuse (dropped if the
     /// server's pool is full).
-    pub fn put(&self, server: u64, stream: TcpStream, owner: u64) {
+    pub fn put(&self, server: u64, stream: ServerStream, owner: u64) {
         let mut idle = self.idle.borrow_mut();
         let list = idle.entry(server).or_default();
         if list.len() < self.max_per_server {
+            stream.pooled();
             list.push(Idle { stream, since: clock::now(), owner });
         }
     }
@@ -80,22 +80,7 @@ impl Pools {
         let mut idle = self.idle.borrow_mut();
         idle.retain(|id, _| keep(*id));
         for list in idle.values_mut() {
-            list.retain(|c| now.duration_since(c.since) < max_idle && still_open(&c.stream));
-        }
-    }
-}
-
-/// An idle connection is usable when it has nothing to read: readable means the server
-/// closed it (EOF/RST) or sent bytes nobody asked for. Readiness comes from the reactor's
-/// cache, so the common case costs no syscall; only a connection marked readable is probed.
-fn still_open(stream: &TcpStream) -> bool {
-    let mut cx = Context::from_waker(Waker::noop());
-    match stream.poll_read_ready(&mut cx) {
-        Poll::Pending => true,
-        Poll::Ready(Err(_)) => false,
-        Poll::Ready(Ok(())) => {
-            let mut probe = [0u8; 1];
-            matches!(stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+            list.retain(|c| now.duration_since(c.since) < max_idle && c.stream.still_open());
         }
     }
 }

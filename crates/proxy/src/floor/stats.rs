@@ -153,6 +153,9 @@ counters! {
     HandoffTimeout => "handoff_timeout",
     /// One-way fallback: the steering flip failed.
     HandoffFlipFailed => "handoff_flip_failed",
+    /// One-way fallback: the agent's host is not on the switch's L2 segment (routed, or on
+    /// another interface than `[oneway] interface`), so steering could not reach it.
+    HandoffNotOnSegment => "handoff_not_on_segment",
     /// One-way: steering entries forgotten after the agent reported their connection
     /// closed (and the client was quiet).
     SteeringForgotReported => "steering_forgot_reported",

@@ -6,6 +6,7 @@
 //! listeners at accept and for mail listeners at STARTTLS.
 
 use crate::floor::stats::Counter;
+use crate::floor::uring::RingTcp;
 use crate::floor::worker::Worker;
 use std::io;
 use std::net::SocketAddr;
@@ -20,6 +21,8 @@ use tokio_rustls::server::TlsStream;
 pub enum ClientStream {
     /// Plain TCP.
     Plain(TcpStream),
+    /// Plain TCP served by the worker's io_uring (`[global] io = "uring"`).
+    Ring(RingTcp),
     /// TLS terminated here (boxed: the session state is large, most connections are plain).
     Tls(Box<TlsStream<TcpStream>>),
     /// One HTTP/2 stream, as the HTTP/1.1 request phases see it (boxed: rare, and its
@@ -73,7 +76,16 @@ impl ClientStream {
         match self {
             ClientStream::Plain(s) => Some(s),
             ClientStream::Tls(s) => Some(s.get_ref().0),
-            ClientStream::Piped(_) => None,
+            ClientStream::Piped(_) | ClientStream::Ring(_) => None,
+        }
+    }
+
+    /// The address the client connected to.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        match self {
+            ClientStream::Piped(p) => Some(p.local),
+            ClientStream::Ring(r) => r.local_addr().ok(),
+            other => other.tcp().and_then(|t| t.local_addr().ok()),
         }
     }
 
@@ -86,6 +98,19 @@ impl ClientStream {
         }
     }
 
+    /// A ring connection becomes a tokio one (a tunnel begins: see `RingTcp::into_tokio`);
+    /// bytes the ring held go to the end of `cbuf`.
+    pub async fn settle(&mut self, cbuf: &mut crate::floor::buf::IoBuf) {
+        if let ClientStream::Ring(_) = self {
+            let ClientStream::Ring(r) = std::mem::replace(self, ClientStream::Ring(RingTcp::closed())) else {
+                return;
+            };
+            if let Ok(tcp) = r.into_tokio(cbuf).await {
+                *self = ClientStream::Plain(tcp);
+            }
+        }
+    }
+
     /// Whether this is an HTTP/2 stream piped into the HTTP/1.1 phases.
     pub fn is_piped(&self) -> bool {
         matches!(self, ClientStream::Piped(_))
@@ -95,6 +120,9 @@ impl ClientStream {
     /// Asks the kernel only when the reactor says the socket is readable; bytes the client
     /// sent ahead (a pipelined request) are left where they are.
     pub fn peer_closed(&self) -> bool {
+        if let ClientStream::Ring(r) = self {
+            return r.peer_closed();
+        }
         // A piped stream's client is the HTTP/2 wing, which resets the stream itself.
         let Some(tcp) = self.tcp() else { return false };
         let mut cx = Context::from_waker(std::task::Waker::noop());
@@ -113,6 +141,9 @@ impl ClientStream {
     /// TLS plaintext is buffered. A socket the reactor wrongly called readable has its
     /// readiness cleared, so the next wait really waits.
     pub fn has_bytes(&self) -> bool {
+        if let ClientStream::Ring(r) = self {
+            return r.has_bytes();
+        }
         // TLS: readiness there counts buffered plaintext too (`poll_read_ready`).
         let (false, Some(tcp)) = (self.is_tls(), self.tcp()) else { return true };
         let peek = || {
@@ -132,6 +163,9 @@ impl ClientStream {
             if !matches!(buffered, Ok(false)) {
                 return true;
             }
+        }
+        if let ClientStream::Ring(r) = self {
+            return r.has_bytes();
         }
         let Some(tcp) = self.tcp() else { return false };
         let peek = || {
@@ -172,6 +206,7 @@ impl ClientStream {
     pub fn poll_read_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self {
             ClientStream::Plain(s) => s.poll_read_ready(cx),
+            ClientStream::Ring(r) => r.poll_read_ready(cx),
             ClientStream::Tls(s) => {
                 let (tcp, session) = s.get_mut();
                 let buffered = session.process_new_packets().map(|state| state.plaintext_bytes_to_read() > 0);
@@ -205,6 +240,7 @@ impl ClientStream {
                 let (r, w) = s.split();
                 (ClientRead::Plain(r), ClientWrite::Plain(w))
             }
+            ClientStream::Ring(r) => (ClientRead::Ring(&*r), ClientWrite::Ring(&*r)),
             ClientStream::Tls(s) => {
                 let (r, w) = tokio::io::split(&mut **s);
                 (ClientRead::Tls(r), ClientWrite::Tls(w))
@@ -221,6 +257,8 @@ impl ClientStream {
 pub enum ClientRead<'a> {
     /// TCP.
     Plain(TcpRead<'a>),
+    /// TCP through the ring.
+    Ring(&'a RingTcp),
     /// TLS.
     Tls(ReadHalf<&'a mut TlsStream<TcpStream>>),
     /// A piped HTTP/2 stream (no lock between the halves: `floor::pipe`).
@@ -231,6 +269,8 @@ pub enum ClientRead<'a> {
 pub enum ClientWrite<'a> {
     /// TCP.
     Plain(TcpWrite<'a>),
+    /// TCP through the ring.
+    Ring(&'a RingTcp),
     /// TLS.
     Tls(WriteHalf<&'a mut TlsStream<TcpStream>>),
     /// A piped HTTP/2 stream.
@@ -285,10 +325,10 @@ macro_rules! delegate_write {
     };
 }
 
-delegate_read!(ClientStream, Plain, Tls, Piped);
-delegate_write!(ClientStream, Plain, Tls, Piped);
-delegate_read!(ClientRead<'_>, Plain, Tls, Piped);
-delegate_write!(ClientWrite<'_>, Plain, Tls, Piped);
+delegate_read!(ClientStream, Plain, Ring, Tls, Piped);
+delegate_write!(ClientStream, Plain, Ring, Tls, Piped);
+delegate_read!(ClientRead<'_>, Plain, Ring, Tls, Piped);
+delegate_write!(ClientWrite<'_>, Plain, Ring, Tls, Piped);
 
 /// The TLS handshake of a terminating listener, within `client_head`; failures are
 /// counted and logged, and close the connection.

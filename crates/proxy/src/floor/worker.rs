@@ -48,6 +48,8 @@ pub struct Worker {
     pub shutdown: Notify,
     /// Woken, during shutdown, whenever a request ends.
     pub busy_ended: Notify,
+    /// This worker has an io_uring (`[global] io = "uring"`, and the kernel allowed it).
+    pub ring: bool,
 }
 
 impl Worker {
@@ -71,8 +73,21 @@ impl Worker {
             busy: Cell::new(0),
             shutdown: Notify::new(),
             busy_ended: Notify::new(),
+            ring: false,
             shared: Arc::clone(&shared),
         }
+    }
+
+    /// Whether connections of `listener` are served through the ring: plain HTTP on a
+    /// two-way listener (a one-way hand-off and TLS need the socket itself) on a worker
+    /// that has one.
+    pub fn ring_serves(&self, listener: usize) -> bool {
+        if !self.ring {
+            return false;
+        }
+        let snap = self.shared.snapshot.load();
+        let (l, c) = (&snap.listeners[listener], &snap.config.listeners[listener]);
+        l.protocol == config::Protocol::Http && l.tls.is_none() && c.mode != config::Mode::OneWay
     }
 
     /// A new client connection's id (unique within this worker).

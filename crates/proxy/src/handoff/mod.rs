@@ -19,6 +19,8 @@
 //! - `migrate`: moving a served connection to another server at a request boundary, when
 //!   its agent asks (`connection_persistence = "migrate"`).
 //! - `learned`: session cookies agents report (`learn` on one-way connections).
+//! - `segment`: whether an agent's host shares the switch's L2 segment (the kernel's
+//!   routes), which steering by MAC address needs.
 //! - `worker`: the worker of this thread, for what agents send unasked.
 //! - `timing`: each phase's latency and the switch CPU a hand-off costs (for `/metrics`).
 
@@ -28,6 +30,7 @@ pub mod life;
 pub mod migrate;
 pub mod policy;
 pub mod route;
+mod segment;
 pub mod steering;
 pub mod timing;
 pub mod worker;
@@ -47,6 +50,9 @@ pub struct Ask<'a> {
     pub already_read: &'a [u8],
     /// The server's agent and MAC.
     pub target: config::Handoff,
+    /// The server's configured address (`addr`; a HashNAT host's peer listener): with the
+    /// agent's, what tells whether its host shares this switch's segment.
+    pub server: SocketAddr,
     /// `[oneway]`.
     pub oneway: &'a config::OneWay,
     /// The config in force (the rules a new control connection sends the agent).
@@ -56,9 +62,16 @@ pub struct Ask<'a> {
 }
 
 /// The agent of server `index` of `group`, from the config in force (`None`: the server
-/// has none; its connections are served two-way).
+/// has none, or it is this HashNAT node's own host; its connections are served two-way).
 pub fn target(snap: &Snapshot, group: usize, index: usize) -> Option<config::Handoff> {
-    server_config(snap, group, index)?.1.handoff
+    let server = server_config(snap, group, index)?.1;
+    // HashNAT (ADR 0019): this node's own share goes to its server at `local_addr`, here,
+    // never to its own agent (that would steer the client's packets out and back in).
+    let node = snap.config.cluster.as_ref().map(|c| c.node.as_str());
+    if server.connect_addr(node) != server.addr {
+        return None;
+    }
+    server.handoff
 }
 
 /// The config of server `index` of `group`, and of its group.
@@ -81,6 +94,10 @@ pub async fn hand_off(ask: &Ask<'_>) -> Result<(), Counter> {
         _ => return Err(Counter::HandoffNotDumped),
     };
     let timeout = ask.oneway.handoff_timeout;
+    // Steering rewrites MAC addresses only: a routed host would never get the flow.
+    if !segment::shared(&ask.oneway.interface, &[ask.target.agent.ip(), ask.server.ip()]) {
+        return Err(Counter::HandoffNotOnSegment);
+    }
     let mut watch = Stopwatch::start();
     let policies = policy::of(ask.snap);
     let mut ctl = control::take(ask.target.agent, &ask.oneway.token, timeout, &policies)
@@ -111,6 +128,7 @@ pub async fn hand_off(ask: &Ask<'_>) -> Result<(), Counter> {
         }
         _ => {
             // No answer in time: tell the agent to drop whatever it restored (silently).
+            tracing::info!(%client, agent = %ask.target.agent, ?timeout, "no READY from the agent in time; served two-way");
             let _ = ctl.send(&Frame::Abort { id }).await;
             Err(Counter::HandoffTimeout)
         }

@@ -37,9 +37,17 @@ pub fn join(
     let digest = cluster::config_digest(&snap.config);
     let node = cluster::Cluster::start_on(cfg, socket, digest, remote)?;
     // The listeners are bound (and listening) before this runs, so the L4 tier may send
-    // flows at once; a node without listeners (one that only runs the tier) takes none.
+    // flows once the other nodes' tables are here; a node without listeners (one that only
+    // runs the tier) takes none. An operator's drain before a restart holds (`state_file`).
     if !snap.config.listeners.is_empty() {
-        node.set_serving(cluster::Serving::Ready);
+        let serving = node.kept_serving().unwrap_or(cluster::Serving::Ready);
+        if serving == cluster::Serving::Draining {
+            tracing::warn!(
+                "cluster: drained before this start (state_file): no new flow from the L4 tier until \
+                 `cswitch ctl cluster ready`"
+            );
+        }
+        node.set_serving(serving);
     }
     let _ = shared.cluster.set(Arc::new(node));
     Ok(Some(copy))
@@ -53,7 +61,9 @@ pub fn set_serving(shared: &Shared, serving: cluster::Serving) -> Option<cluster
     if node.serving() != Some(serving) {
         tracing::info!(serving = serving.as_str(), "cluster: this node's L4 serving state changed");
     }
-    node.set_serving(serving);
+    if let Err(e) = node.set_serving_kept(serving) {
+        tracing::warn!(error = %e, "cluster: the serving state is not kept across a restart");
+    }
     Some(serving)
 }
 

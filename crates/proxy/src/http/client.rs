@@ -90,16 +90,27 @@ impl Client {
         self.buf.is_none() && !self.stream.is_tls()
     }
 
-    /// What the connection keeps while parked, its socket out of the runtime; `None` when
-    /// the socket could not leave the runtime (it is closed). Call only when
-    /// [`Client::can_rest`] (a TLS connection given here would be closed).
-    pub fn rest(self, listener: usize) -> Option<Resting> {
-        let Client { stream, peer, pins, state, id, served, .. } = self;
-        let ClientStream::Plain(tcp) = stream else { return None };
-        let stream = tcp.into_std().ok()?;
+    /// What the connection keeps while parked, its socket out of the runtime. `Err(None)`
+    /// when the socket could not leave the runtime (it is closed); `Err(Some(client))` when
+    /// it must not leave now (bytes reached the ring meanwhile: the next request). Call only
+    /// when [`Client::can_rest`] (a TLS connection given here would be closed).
+    #[allow(clippy::result_large_err)] // moved once per park (after a second idle), not per request
+    pub fn rest(self, listener: usize) -> Result<Resting, Option<Client>> {
+        let Client { stream, peer, buf, pins, state, id, served, h2_preface } = self;
+        let stream = match stream {
+            ClientStream::Plain(tcp) => tcp.into_std().map_err(|_| None)?,
+            ClientStream::Ring(ring) => match ring.leave() {
+                Ok(stream) => stream,
+                Err(ring) => {
+                    let stream = ClientStream::Ring(ring);
+                    return Err(Some(Client { stream, peer, buf, pins, state, id, served, h2_preface }));
+                }
+            },
+            _ => return Err(None),
+        };
         let extra = pins.map(|p| p as Box<dyn std::any::Any>);
         let since = state.waiting_since();
-        Some(Resting { stream, peer, listener: listener as u32, since, id, served, extra })
+        Ok(Resting { stream, peer, listener: listener as u32, since, id, served, extra })
     }
 
     /// A connection another process served until now (a binary upgrade), between two
@@ -124,13 +135,16 @@ impl Client {
         }
     }
 
-    /// A parked connection served again, its socket back in the runtime (`None`: it could
-    /// not be registered, and is closed).
-    pub fn wake(r: Resting, state: Slot) -> Option<Client> {
-        let stream = tokio::net::TcpStream::from_std(r.stream).ok()?;
+    /// A parked connection served again, its socket back in the runtime, or in the ring
+    /// when `ring` (`None`: it could not be registered, and is closed).
+    pub fn wake(r: Resting, state: Slot, ring: bool) -> Option<Client> {
+        let stream = match ring {
+            true => ClientStream::Ring(crate::floor::uring::RingTcp::new(r.stream)),
+            false => ClientStream::Plain(tokio::net::TcpStream::from_std(r.stream).ok()?),
+        };
         let pins = r.extra.and_then(|e| e.downcast::<Pins>().ok());
         Some(Client {
-            stream: ClientStream::Plain(stream),
+            stream,
             peer: r.peer,
             buf: None,
             pins,

@@ -37,8 +37,16 @@ impl Txn<'_> {
         already_read.extend_from_slice(&self.s.held);
         already_read.extend_from_slice(&bytes[head_len..]);
         let route = handoff::route::of(self.snap, self.listener, group, index, d.sticky == Sticky::IpPort);
-        let ask =
-            handoff::Ask { client: tcp, already_read: &already_read, target, oneway, snap: self.snap, route };
+        let server = self.snap.group(group).servers[index].known_as;
+        let ask = handoff::Ask {
+            client: tcp,
+            already_read: &already_read,
+            target,
+            server,
+            oneway,
+            snap: self.snap,
+            route,
+        };
         match handoff::hand_off(&ask).await {
             Ok(()) => {
                 self.worker.shared.stats.inc(crate::floor::stats::Counter::Handoffs);

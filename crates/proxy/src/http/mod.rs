@@ -110,11 +110,15 @@ fn park(open: Open, client: Client) -> Option<(Open, Client)> {
         return Some((open, client));
     }
     let state = std::rc::Rc::clone(&client.state);
-    let resting = client.rest(open.listener())?;
+    let ring = open.worker.ring_serves(open.listener());
+    let resting = match client.rest(open.listener()) {
+        Ok(resting) => resting,
+        Err(back) => return back.map(|c| (open, c)),
+    };
     if let Some(handover) = open.worker.shared.handing_over() {
         // A binary upgrade: the connection leaves for the new process instead.
         let resting = crate::floor::handover::move_out(&open.worker.shared, handover, resting).err()?;
-        return Client::wake(resting, state).map(|c| (open, c));
+        return Client::wake(resting, state, ring).map(|c| (open, c));
     }
     match open.worker.parked.park(resting) {
         Ok(()) => {
@@ -124,15 +128,15 @@ fn park(open: Open, client: Client) -> Option<(Open, Client)> {
         }
         Err(r) => {
             state.waiting(false);
-            Client::wake(r, state).map(|c| (open, c))
+            Client::wake(r, state, ring).map(|c| (open, c))
         }
     }
 }
 
 /// A parked connection whose socket turned readable, as a client to serve again (its
 /// count taken over by `open`); `None` if its socket could not rejoin the runtime.
-pub(crate) fn resume(r: Resting, state: Slot) -> Option<Client> {
-    Client::wake(r, state)
+pub(crate) fn resume(r: Resting, state: Slot, ring: bool) -> Option<Client> {
+    Client::wake(r, state, ring)
 }
 
 /// close_notify, so a TLS client can tell the end from a truncation (a plain TCP connection
@@ -190,6 +194,9 @@ async fn wait_for_request(worker: &Worker, client: &mut Client) -> Next {
         // while the next request is already there, which would be lost (and the close
         // might reset the answers before it).
         if !client.stream.is_tls() {
+            // On the ring the answer's last send may still be in flight: the socket can
+            // leave only once it is done.
+            let _ = tokio::io::AsyncWriteExt::flush(&mut client.stream).await;
             return Next::Park;
         }
         if !client.stream.request_waiting() {

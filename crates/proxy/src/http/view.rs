@@ -29,6 +29,8 @@ pub struct HeadView<'a> {
 pub enum Dst<'a> {
     /// The client's socket.
     Socket(&'a TcpStream),
+    /// The client's socket, served by the ring.
+    Ring(&'a crate::floor::uring::RingTcp),
     /// Known already (`explain`).
     Known(SocketAddr),
 }
@@ -37,6 +39,9 @@ impl<'a> Dst<'a> {
     /// Where the client of `stream` connected: its socket, or the address a piped HTTP/2
     /// stream carries.
     pub fn of(stream: &'a ClientStream) -> Dst<'a> {
+        if let ClientStream::Ring(r) = stream {
+            return Dst::Ring(r);
+        }
         match stream.tcp() {
             Some(tcp) => Dst::Socket(tcp),
             None => Dst::Known(stream.known_local().unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))),
@@ -60,6 +65,7 @@ impl rules::Request for HeadView<'_> {
         match self.dst {
             Dst::Known(addr) => addr,
             Dst::Socket(s) => s.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))),
+            Dst::Ring(r) => r.local_addr().unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0))),
         }
     }
 

@@ -96,7 +96,7 @@ pub(crate) struct Conn {
 
 impl Conn {
     fn new(open: &Open, stream: &ClientStream, peer: SocketAddr, state: Slot) -> Conn {
-        let local = stream.tcp().and_then(|t| t.local_addr().ok());
+        let local = stream.local_addr();
         let tls = stream.tls_facts().map(|(sni, version)| (sni.to_string(), version));
         let limit = open.worker.shared.snapshot.load().config.limits.h2_connection_bytes;
         Conn {
@@ -126,6 +126,7 @@ where
     let conn = Rc::new(conn);
     let mut streams = JoinSet::new();
     let mut closing = false;
+    let mut calmed = false;
     // Once shutdown starts, the connection counts as a request in progress until its
     // streams' answers are written out and GOAWAY sent (the phases' own count ends when
     // an answer is in the pipe, before this connection has sent it).
@@ -143,16 +144,20 @@ where
         let idle = idle_wait(streams.is_empty(), snap.config.timeouts.client_idle);
         tokio::select! {
             next = h2.accept() => match next {
+                // Ended with ENHANCE_YOUR_CALM: streams the client opened meanwhile are not
+                // served (dropped: reset), nor counted again (aborted streams leave the set
+                // only as their tasks run).
+                Some(Ok(_)) if calmed => {}
                 Some(Ok(_)) if streams.len() >= max_running => {
                     rapid_reset(worker, &conn, &mut h2);
                     streams.abort_all();
-                    closing = true;
+                    (closing, calmed) = (true, true);
                 }
                 Some(Ok((_, mut respond))) if conn.budget.full() => {
                     if over_budget(worker, &conn, &mut respond) {
                         h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
                         streams.abort_all();
-                        closing = true;
+                        (closing, calmed) = (true, true);
                     }
                 }
                 Some(Ok((req, respond))) => {

@@ -4,11 +4,11 @@
 
 use crate::floor::buf::IoBuf;
 use crate::floor::io::{read_some, write_all_parts, IoFail};
+use crate::floor::server_stream::ServerStream;
 use crate::floor::snapshot::Snapshot;
 use crate::floor::stats::Counter;
 use crate::floor::worker::Worker;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 /// Writes the switch's pending answers (`out`, emptied); false when the client is gone.
@@ -58,7 +58,7 @@ pub trait Replay {
 pub async fn converse<R: Replay>(
     worker: &Worker,
     snap: &Snapshot,
-    server: &mut TcpStream,
+    server: &mut ServerStream,
     sbuf: &mut IoBuf,
     replay: &mut R,
 ) -> R::Outcome {

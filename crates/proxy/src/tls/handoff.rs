@@ -52,7 +52,8 @@ pub(super) async fn try_hand_off(
         return HandOff::TwoWay(chosen);
     };
     let route = handoff::route::opaque(snap, listener, d.group);
-    let ask = handoff::Ask { client, already_read, target, oneway, snap, route };
+    let server = snap.group(d.group).servers[index].known_as;
+    let ask = handoff::Ask { client, already_read, target, server, oneway, snap, route };
     match handoff::hand_off(&ask).await {
         Ok(()) => {
             worker.shared.stats.inc(Counter::Handoffs);

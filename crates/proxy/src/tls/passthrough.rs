@@ -8,6 +8,7 @@
 
 use crate::floor::buf::IoBuf;
 use crate::floor::io::{read_some, IoFail};
+use crate::floor::server_stream::ServerStream;
 use crate::floor::snapshot::Snapshot;
 use crate::floor::stats::Counter;
 use crate::floor::tables::sticky_ip::Target;
@@ -185,7 +186,7 @@ fn note_server(
 async fn learn_session(
     worker: &Worker,
     snap: &Snapshot,
-    upstream: &mut TcpStream,
+    upstream: &mut ServerStream,
     sbuf: &mut IoBuf,
     server: u64,
 ) -> Option<TlsVersion> {

@@ -27,7 +27,7 @@ pub(super) fn adopt(
     idle: Duration,
 ) {
     let register = |s: std::net::TcpStream| s.set_nonblocking(true).and_then(|()| TcpStream::from_std(s));
-    let (mut client, mut server) = match (register(client), register(tunnel.server)) {
+    let (mut client, server) = match (register(client), register(tunnel.server)) {
         (Ok(c), Ok(s)) => (c, s),
         (Err(e), _) | (_, Err(e)) => {
             tracing::warn!(%peer, kind = tunnel.kind, error = %e, "moved tunnel not registered; closed");
@@ -55,6 +55,7 @@ pub(super) fn adopt(
         let slots = target.as_ref().and_then(|s| s.slots.clone());
         let _slot = slots.and_then(|s| s.try_acquire_owned().ok());
         let from = Origin { listener: index, peer, kind: &kind, server: target.as_deref() };
+        let mut server = crate::floor::server_stream::ServerStream::Tcp(server);
         let carried = moving::run(&worker, from, &mut client, &mut cbuf, &mut server, &mut sbuf, idle).await;
         tracing::debug!(%peer, kind, up = carried.up, down = carried.down, moved = carried.moved, "moved tunnel ended");
         drop(open);

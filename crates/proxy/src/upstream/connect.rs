@@ -9,6 +9,7 @@
 use crate::floor::failure::{Failure, Refusal};
 use crate::floor::pool::Take;
 use crate::floor::server::ServerRt;
+use crate::floor::server_stream::ServerStream;
 use crate::floor::snapshot::Snapshot;
 use crate::floor::stats::Counter;
 use crate::floor::worker::Worker;
@@ -26,7 +27,7 @@ pub struct Upstream<'s> {
     /// The server.
     pub server: &'s ServerRt,
     /// The connection.
-    pub stream: TcpStream,
+    pub stream: ServerStream,
     /// It came from the idle pool.
     pub reused: bool,
     _slot: Option<OwnedSemaphorePermit>,
@@ -77,7 +78,7 @@ async fn open(
     server: &ServerRt,
     pool: Option<Take>,
     prealloc: Option<Prealloc>,
-) -> Result<(TcpStream, bool), Failure> {
+) -> Result<(ServerStream, bool), Failure> {
     let stats = &worker.shared.stats;
     if let Some(which) = pool {
         let (stream, discarded) = worker.pools.take(server.id, which);
@@ -94,7 +95,7 @@ async fn open(
     if let Some(early) = prealloc.filter(|p| p.server == server.id) {
         if let Some(stream) = early.finish(snap.config.timeouts.server_connect).await {
             stats.inc(Counter::PreallocatedUsed);
-            return Ok((stream, false));
+            return Ok((ServerStream::new(stream, worker.ring), false));
         }
     }
     stats.inc(Counter::ServerConnects);
@@ -102,7 +103,7 @@ async fn open(
     match tokio::time::timeout(timeout, TcpStream::connect(server.addr)).await {
         Ok(Ok(stream)) => {
             let _ = stream.set_nodelay(true);
-            Ok((stream, false))
+            Ok((ServerStream::new(stream, worker.ring), false))
         }
         Ok(Err(_)) => {
             stats.inc(Counter::ConnectFailed);

@@ -9,11 +9,11 @@
 pub mod moving;
 
 use crate::floor::buf::IoBuf;
+use crate::floor::server_stream::ServerStream;
 use std::cell::Cell;
 use std::future::Future;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
 /// Bytes a tunnel carried, for the access log.
@@ -37,7 +37,7 @@ pub struct Carried {
 pub async fn run_until<C: AsyncRead + AsyncWrite + Unpin>(
     client: &mut C,
     cbuf: &mut IoBuf,
-    server: &mut TcpStream,
+    server: &mut ServerStream,
     sbuf: &mut IoBuf,
     idle: Duration,
     pause: impl Future<Output = ()>,

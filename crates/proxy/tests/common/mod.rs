@@ -48,7 +48,12 @@ pub fn config_text(origins: &[Origin], scheduler: &str, extra: &str) -> String {
     let has = |t: &str| extra.contains(t);
     let mut text = String::new();
     if !has("[global]") {
-        text.push_str("[global]\nworkers = 1\ngrace_period = \"2s\"\n\n");
+        text.push_str("[global]\nworkers = 1\ngrace_period = \"2s\"\n");
+        // CI runs the proxy's suites a second time on epoll (the default is io_uring).
+        if std::env::var("CSWITCH_TEST_IO").as_deref() == Ok("epoll") {
+            text.push_str("io = \"epoll\"\n");
+        }
+        text.push('\n');
     }
     if !has("[access_log]") {
         text.push_str("[access_log]\nenabled = false\n\n");

@@ -11,6 +11,7 @@ use super::{run_until, Carried};
 use crate::floor::buf::IoBuf;
 use crate::floor::handover::{Moving, Tunnel};
 use crate::floor::server::ServerRt;
+use crate::floor::server_stream::ServerStream;
 use crate::floor::stream::ClientStream;
 use crate::floor::worker::Worker;
 use std::net::SocketAddr;
@@ -36,6 +37,8 @@ impl Movable for ClientStream {
     fn movable(&self) -> Option<BorrowedFd<'_>> {
         match self {
             ClientStream::Plain(s) => Some(s.as_fd()),
+            // Only while the ring holds none of its bytes.
+            ClientStream::Ring(r) => r.idle_fd(),
             ClientStream::Tls(_) | ClientStream::Piped(_) => None,
         }
     }
@@ -62,11 +65,13 @@ pub async fn run<C: AsyncRead + AsyncWrite + Unpin + Movable>(
     from: Origin<'_>,
     client: &mut C,
     cbuf: &mut IoBuf,
-    server: &mut TcpStream,
+    server: &mut ServerStream,
     sbuf: &mut IoBuf,
     idle: Duration,
 ) -> Carried {
     let mut total = Carried::default();
+    // A tunnel lives on epoll: as a bare socket it can move to a new process.
+    server.settle(sbuf).await;
     let mut may_move = client.movable().is_some();
     loop {
         let pause = async {
@@ -121,13 +126,17 @@ fn move_out<C: Movable>(
     from: Origin<'_>,
     client: &C,
     cbuf: &mut IoBuf,
-    server: &TcpStream,
+    server: &ServerStream,
     sbuf: &mut IoBuf,
 ) -> Result<(), ()> {
     let Some(handover) = worker.shared.handing_over() else { return Err(()) };
     let client_fd = client.movable().ok_or(())?;
     let dup = |fd: BorrowedFd<'_>| fd.try_clone_to_owned().map(std::net::TcpStream::from);
-    let (stream, server) = match (dup(client_fd), dup(server.as_fd())) {
+    let Some(server_fd) = server.movable() else {
+        tracing::info!(peer = %from.peer, "tunnel not moved: the ring holds bytes of its server side; it ends here");
+        return Err(());
+    };
+    let (stream, server) = match (dup(client_fd), dup(server_fd)) {
         (Ok(c), Ok(s)) => (c, s),
         (Err(e), _) | (_, Err(e)) => {
             tracing::warn!(peer = %from.peer, error = %e, "tunnel not moved: no descriptor to pass; it ends here");

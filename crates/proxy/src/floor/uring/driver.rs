@@ -1,0 +1,390 @@
+//! The worker's ring: one per worker thread (single issuer, deferred task running), its
+//! operations kept in slots until the future that asked for them takes the result.
+//!
+//! Memory safety rests on ownership: a send's buffer moves into its slot and stays there
+//! until the kernel's completion is reaped, even if the socket or future that asked for it is
+//! gone (the slot is then an orphan, freed by its completion); receives write only into the
+//! provided buffers (`bufs`), which the driver owns. A socket's descriptor is closed only
+//! after everything it queued reached the kernel ([`flush_if_queued`]): the kernel resolves
+//! a descriptor number at submission, and a number closed before that could name another
+//! connection by then.
+#![allow(unsafe_code)]
+
+use super::bufs::{self, BufRing};
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use std::cell::RefCell;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::task::Waker;
+
+/// The user data of operations nobody waits for (cancellations).
+const IGNORED: u64 = u64::MAX;
+
+/// Submission entries (the completion queue is four times as large: every socket has at most
+/// one receive and one send in flight, plus cancellations).
+const ENTRIES: u32 = 1024;
+
+/// `IORING_ENTER_GETEVENTS`: run the deferred completions (the crate keeps its constants
+/// private).
+const GETEVENTS: u32 = 1;
+
+/// Send buffers kept for reuse once their sends completed.
+const SPARE_SENDS: usize = 64;
+
+/// Bytes per send buffer: a write copies at most this much and returns.
+pub const SEND_SIZE: usize = 16 * 1024;
+
+/// One operation, from submission until its owner takes the result.
+struct Slot {
+    /// The result and flags once completed.
+    done: Option<(i32, u32)>,
+    waker: Option<Waker>,
+    /// A send's bytes (owned here until the completion).
+    buf: Option<Box<[u8]>>,
+    /// The owner left: the completion frees the slot (and gives back what it holds).
+    orphan: bool,
+    /// The submission epoch it was queued in (see [`Driver::epoch`]).
+    epoch: u64,
+    /// Not in use.
+    free: bool,
+    /// Counts the slot's uses: part of the user data, so a cancellation queued for an
+    /// operation that completed meanwhile cannot hit the slot's next one.
+    gen: u32,
+}
+
+/// The ring and what it owns.
+pub struct Driver {
+    ring: IoUring,
+    bufs: BufRing,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    /// Entries queued and not yet given to the kernel.
+    queued: u32,
+    /// Counts submissions to the kernel: an operation queued in epoch `e` has reached the
+    /// kernel once `epoch > e`.
+    epoch: u64,
+    spare_sends: Vec<Box<[u8]>>,
+    /// The eventfd the ring signals when completions wait (in the worker's epoll).
+    eventfd: OwnedFd,
+}
+
+thread_local! {
+    static DRIVER: RefCell<Option<Driver>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on this thread's driver. Panics when none is installed: only sockets made
+/// after [`install`] succeeded call it.
+pub(super) fn with<T>(f: impl FnOnce(&mut Driver) -> T) -> T {
+    DRIVER.with(|d| f(d.borrow_mut().as_mut().expect("io_uring driver installed on this worker")))
+}
+
+/// Runs `f` on this thread's driver if it is still there (a socket dropped while the thread
+/// ends finds it gone: the ring, and every operation with it, went first).
+pub(super) fn try_with(f: impl FnOnce(&mut Driver)) {
+    let _ = DRIVER.try_with(|d| {
+        if let Ok(mut d) = d.try_borrow_mut() {
+            if let Some(d) = d.as_mut() {
+                f(d);
+            }
+        }
+    });
+}
+
+/// Creates this worker thread's ring (call on the thread, before its runtime runs). Fails
+/// where io_uring is unavailable or refused (old kernel, `io_uring_disabled`, seccomp).
+pub fn install() -> io::Result<()> {
+    let ring = IoUring::builder()
+        .setup_cqsize(ENTRIES * 4)
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .setup_taskrun_flag()
+        .build(ENTRIES)?;
+    let bufs = BufRing::register(&ring)?;
+    // SAFETY: eventfd returns a new descriptor (checked) that this driver owns from here on.
+    let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a fresh descriptor nobody else owns.
+    let eventfd = unsafe { OwnedFd::from_raw_fd(raw) };
+    ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
+    let driver = Driver {
+        ring,
+        bufs,
+        slots: Vec::new(),
+        free: Vec::new(),
+        queued: 0,
+        epoch: 0,
+        spare_sends: Vec::new(),
+        eventfd,
+    };
+    DRIVER.with(|d| *d.borrow_mut() = Some(driver));
+    Ok(())
+}
+
+/// Gives the kernel what was queued during this turn: the worker runtime's `on_thread_park`.
+pub fn flush() {
+    DRIVER.with(|d| {
+        if let Some(d) = d.borrow_mut().as_mut() {
+            d.submit();
+        }
+    });
+}
+
+/// The task that runs completions: waits on the ring's eventfd in tokio's epoll, then runs
+/// the deferred completions in one `io_uring_enter` and wakes their futures.
+pub async fn reaper() {
+    let fd = match with(|d| d.eventfd.try_clone()) {
+        Ok(fd) => fd,
+        Err(e) => {
+            tracing::error!(error = %e, "io_uring: the ring's eventfd cannot be shared");
+            return;
+        }
+    };
+    // An `OwnedFd` moved into the `AsyncFd` stays open and the same while registered, which
+    // is what tokio's deprecation of the safe constructor is about (as in `floor::parked`).
+    #[allow(deprecated)]
+    let afd = match tokio::io::unix::AsyncFd::with_interest(fd, tokio::io::Interest::READABLE) {
+        Ok(afd) => afd,
+        Err(e) => {
+            tracing::error!(error = %e, "io_uring: the ring's eventfd cannot join the reactor");
+            return;
+        }
+    };
+    loop {
+        let Ok(mut guard) = afd.readable().await else { return };
+        guard.clear_ready();
+        let mut drain = [0u8; 8];
+        // The counter is read so the next completion signals a new edge.
+        let _ = rustix::io::read(afd.get_ref(), &mut drain);
+        let woken = with(|d| {
+            d.enter(0);
+            d.reap()
+        });
+        woken.into_iter().for_each(Waker::wake);
+        with(Driver::submit);
+    }
+}
+
+/// A receive of up to [`bufs::SIZE`] bytes from `fd` into a provided buffer.
+pub(super) fn recv(d: &mut Driver, fd: RawFd) -> u32 {
+    let entry = opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), bufs::SIZE as u32)
+        .buf_group(bufs::GROUP)
+        .build()
+        .flags(squeue::Flags::BUFFER_SELECT);
+    d.push(entry, None)
+}
+
+/// A send of `buf[start..end]` to `fd` (the buffer stays in the slot until completion).
+pub(super) fn send(d: &mut Driver, fd: RawFd, buf: Box<[u8]>, start: usize, end: usize) -> u32 {
+    let ptr = buf[start..end].as_ptr();
+    let entry = opcode::Send::new(types::Fd(fd), ptr, (end - start) as u32).flags(libc::MSG_NOSIGNAL).build();
+    d.push(entry, Some(buf))
+}
+
+impl Driver {
+    fn push(&mut self, entry: squeue::Entry, buf: Option<Box<[u8]>>) -> u32 {
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(Slot {
+                done: None,
+                waker: None,
+                buf: None,
+                orphan: false,
+                epoch: 0,
+                free: true,
+                gen: 0,
+            });
+            (self.slots.len() - 1) as u32
+        });
+        let s = &mut self.slots[slot as usize];
+        let gen = s.gen.wrapping_add(1);
+        *s = Slot { done: None, waker: None, buf, orphan: false, epoch: self.epoch, free: false, gen };
+        self.queue(entry.user_data(self.user_data(slot)));
+        slot
+    }
+
+    /// The user data naming `slot`'s current operation.
+    fn user_data(&self, slot: u32) -> u64 {
+        u64::from(self.slots[slot as usize].gen) << 32 | u64::from(slot)
+    }
+
+    fn queue(&mut self, entry: squeue::Entry) {
+        // SAFETY: what the entry points at outlives the operation: a send's buffer is in its
+        // slot until the completion is reaped; receives use the driver's provided buffers.
+        while unsafe { self.ring.submission().push(&entry) }.is_err() {
+            self.submit();
+        }
+        self.queued += 1;
+    }
+
+    /// Gives the queued entries to the kernel.
+    fn submit(&mut self) {
+        if self.queued > 0 {
+            self.enter(self.queued);
+        }
+    }
+
+    /// `io_uring_enter`: submits `to_submit` entries and runs deferred completions.
+    fn enter(&mut self, to_submit: u32) {
+        let to_submit = to_submit.max(self.queued);
+        // SAFETY: no extra argument; queued entries' memory is owned (see `queue`).
+        let entered = unsafe { self.ring.submitter().enter::<libc::sigset_t>(to_submit, 0, GETEVENTS, None) };
+        match entered {
+            Ok(_) => {
+                self.queued = 0;
+                self.epoch += 1;
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) || e.raw_os_error() == Some(libc::EBUSY) => {}
+            Err(e) => tracing::error!(error = %e, "io_uring_enter failed"),
+        }
+    }
+
+    /// Takes the completions off the queue; returns the wakers to call (after the driver is
+    /// released: a woken future may use it).
+    fn reap(&mut self) -> Vec<Waker> {
+        let mut woken = Vec::new();
+        let done: Vec<(u64, i32, u32)> =
+            self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())).collect();
+        for (user, res, flags) in done {
+            if user == IGNORED {
+                continue;
+            }
+            let slot = (user & 0xffff_ffff) as usize;
+            let s = &mut self.slots[slot];
+            if s.free || u64::from(s.gen) != user >> 32 {
+                continue; // cannot happen: a slot is freed only after its completion
+            }
+            if s.orphan {
+                self.give_back(flags);
+                self.release(slot as u32);
+                continue;
+            }
+            s.done = Some((res, flags));
+            if let Some(w) = s.waker.take() {
+                woken.push(w);
+            }
+        }
+        self.bufs.publish();
+        woken
+    }
+
+    /// Gives back the provided buffer a receive's completion names, if any.
+    fn give_back(&mut self, flags: u32) {
+        if let Some(id) = cqueue::buffer_select(flags) {
+            self.bufs.give_back(id);
+        }
+    }
+
+    /// Frees a slot (its send buffer kept as a spare).
+    pub(super) fn release(&mut self, slot: u32) {
+        let s = &mut self.slots[slot as usize];
+        if let Some(buf) = s.buf.take() {
+            if self.spare_sends.len() < SPARE_SENDS {
+                self.spare_sends.push(buf);
+            }
+        }
+        s.free = true;
+        s.orphan = false;
+        s.waker = None;
+        s.done = None;
+        self.free.push(slot);
+    }
+
+    /// The result of `slot` if completed, else registers `waker`.
+    pub(super) fn poll(&mut self, slot: u32, waker: &Waker) -> Option<(i32, u32)> {
+        let s = &mut self.slots[slot as usize];
+        match s.done {
+            Some(done) => Some(done),
+            None => {
+                if !s.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                    s.waker = Some(waker.clone());
+                }
+                None
+            }
+        }
+    }
+
+    /// The result of `slot` if completed (no waker).
+    pub(super) fn peek(&self, slot: u32) -> Option<(i32, u32)> {
+        self.slots[slot as usize].done
+    }
+
+    /// The received bytes of a completed receive: `res` bytes in the provided buffer its
+    /// flags name.
+    pub(super) fn received(&self, flags: u32, res: i32) -> &[u8] {
+        match cqueue::buffer_select(flags) {
+            Some(id) => &self.bufs.slice(id)[..res.max(0) as usize],
+            None => &[],
+        }
+    }
+
+    /// A receive's completion has been read: its provided buffer goes back, its slot too.
+    pub(super) fn finish_recv(&mut self, slot: u32) {
+        if let Some((_, flags)) = self.slots[slot as usize].done {
+            self.give_back(flags);
+            self.bufs.publish();
+        }
+        self.release(slot);
+    }
+
+    /// The send buffer of a completed send, taken out of its slot (the slot is freed).
+    pub(super) fn take_send(&mut self, slot: u32) -> Option<Box<[u8]>> {
+        let buf = self.slots[slot as usize].buf.take();
+        self.release(slot);
+        buf
+    }
+
+    /// An empty send buffer.
+    pub(super) fn send_buf(&mut self) -> Box<[u8]> {
+        self.spare_sends.pop().unwrap_or_else(|| vec![0u8; SEND_SIZE].into_boxed_slice())
+    }
+
+    /// The owner of `slot` leaves: a completed slot is freed now (a receive's buffer given
+    /// back); one in flight is cancelled when `cancel`, and freed by its completion.
+    pub(super) fn abandon(&mut self, slot: u32, cancel: bool) {
+        if self.slots[slot as usize].done.is_some() {
+            self.finish_recv(slot);
+            return;
+        }
+        self.slots[slot as usize].orphan = true;
+        self.slots[slot as usize].waker = None;
+        if cancel {
+            self.queue(opcode::AsyncCancel::new(self.user_data(slot)).build().user_data(IGNORED));
+        }
+    }
+
+    /// Whether `slot`'s entry may still be waiting in the submission queue.
+    pub(super) fn unsubmitted(&self, slot: u32) -> bool {
+        self.slots[slot as usize].epoch == self.epoch && self.queued > 0
+    }
+
+    /// Submits now if an entry of `slots` has not reached the kernel (before a close).
+    pub(super) fn flush_if_queued(&mut self, slots: impl IntoIterator<Item = u32>) {
+        if slots.into_iter().any(|s| self.unsubmitted(s)) {
+            self.submit();
+        }
+    }
+
+    /// Cancels a receive in flight and waits (in the kernel, briefly) until its completion is
+    /// here: the socket can then leave the ring. Returns the completion (bytes that came
+    /// meanwhile, or the cancellation).
+    pub(super) fn cancel_now(&mut self, slot: u32) -> (i32, u32) {
+        if let Some(done) = self.slots[slot as usize].done {
+            return done;
+        }
+        self.queue(opcode::AsyncCancel::new(self.user_data(slot)).build().user_data(IGNORED));
+        for _ in 0..100 {
+            let to_submit = self.queued;
+            // SAFETY: as in `enter`; waits for one completion at most.
+            let _ = unsafe { self.ring.submitter().enter::<libc::sigset_t>(to_submit, 1, GETEVENTS, None) };
+            self.queued = 0;
+            self.epoch += 1;
+            // Others' completions came too: their futures are only scheduled by the wake.
+            self.reap().into_iter().for_each(Waker::wake);
+            if let Some(done) = self.slots[slot as usize].done {
+                return done;
+            }
+        }
+        (-libc::ECANCELED, 0)
+    }
+}

@@ -1,0 +1,414 @@
+//! A TCP socket served by the worker's ring, as `AsyncRead` / `AsyncWrite` (what the phases
+//! are written against).
+//!
+//! Reads: one receive in flight at most, submitted when someone waits for bytes; it picks a
+//! provided buffer only when bytes arrive, so a connection waiting for its next request
+//! holds none. Its bytes are copied into the reader's buffer and the provided buffer goes
+//! back at once (a reader with less room takes the rest on its next read).
+//! Writes: a write copies what it is given (up to [`SEND_SIZE`]) into a send buffer that
+//! moves into the operation, and returns; the next write, a flush or a shutdown waits for
+//! that send to complete (short sends are resent), so at most one send is in flight and an
+//! error is reported to the writer's next call.
+//!
+//! Readiness questions the phases ask at request boundaries (`has_bytes`, `peer_closed`) are
+//! answered from the receive in flight when there is one, else by a non-blocking peek.
+
+use super::driver::{self, with, SEND_SIZE};
+use crate::floor::buf::IoBuf;
+use std::cell::Cell;
+use std::io;
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+const NONE: u32 = u32::MAX;
+
+#[derive(Clone, Copy)]
+struct ReadSide {
+    /// The receive in flight or completed and not yet read out (`NONE`: none).
+    op: u32,
+    /// Bytes of its completion already given to readers.
+    taken: u32,
+    /// 1: open; 0: end of stream read; < 0: the error (negated errno).
+    end: i32,
+}
+
+#[derive(Clone, Copy)]
+struct WriteSide {
+    /// The send in flight (`NONE`: none).
+    op: u32,
+    /// The part of its buffer still to send.
+    start: u32,
+    end: u32,
+    /// A failed send's negated errno (0: none), reported to every later write.
+    err: i32,
+}
+
+/// A TCP socket whose I/O goes through the worker's ring.
+pub struct RingTcp {
+    /// `None` only once [`RingTcp::leave`] took it.
+    fd: Option<OwnedFd>,
+    rd: Cell<ReadSide>,
+    wr: Cell<WriteSide>,
+}
+
+impl RingTcp {
+    /// Serves `stream` (a connected socket, non-blocking or not) through this worker's ring.
+    /// Call only on a worker whose ring is installed (`Worker::ring`).
+    pub fn new(stream: TcpStream) -> RingTcp {
+        RingTcp {
+            fd: Some(OwnedFd::from(stream)),
+            rd: Cell::new(ReadSide { op: NONE, taken: 0, end: 1 }),
+            wr: Cell::new(WriteSide { op: NONE, start: 0, end: 0, err: 0 }),
+        }
+    }
+
+    /// A socket already lost (its descriptor could not leave tokio): every read ends and
+    /// every write fails.
+    pub fn closed() -> RingTcp {
+        RingTcp {
+            fd: None,
+            rd: Cell::new(ReadSide { op: NONE, taken: 0, end: -libc::EBADF }),
+            wr: Cell::new(WriteSide { op: NONE, start: 0, end: 0, err: -libc::EBADF }),
+        }
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_ref().expect("a ring socket's descriptor until it leaves").as_fd()
+    }
+
+    fn raw(&self) -> RawFd {
+        self.fd().as_raw_fd()
+    }
+
+    /// The address the client connected to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        let fd = self.fd.as_ref().ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
+        socket2::SockRef::from(fd).local_addr()?.as_socket().ok_or_else(|| io::Error::other("not inet"))
+    }
+
+    /// The socket, for what must act on it directly (a hand-off, a tunnel's move): only
+    /// while no receive is in flight and nothing received waits to be read, so no byte is
+    /// in the ring that the socket's new owner would miss.
+    pub fn idle_fd(&self) -> Option<BorrowedFd<'_>> {
+        let fd = self.fd.as_ref()?.as_fd();
+        (self.rd.get().op == NONE && self.wr.get().op == NONE).then_some(fd)
+    }
+
+    /// Takes the socket out of the ring (to park it, or move it to another process): a
+    /// receive in flight is cancelled first. Gives it back unchanged when bytes arrived in
+    /// the meantime (they are the next request: serve it) or a send is still in flight.
+    pub fn leave(mut self) -> Result<TcpStream, RingTcp> {
+        if self.wr.get().op != NONE {
+            let waker = std::task::Waker::noop();
+            let mut cx = Context::from_waker(waker);
+            if !matches!(self.poll_sent(&mut cx), Poll::Ready(Ok(()))) {
+                return Err(self);
+            }
+        }
+        let mut rd = self.rd.get();
+        if rd.op != NONE {
+            let (res, _) = with(|d| d.cancel_now(rd.op));
+            if res >= 0 {
+                return Err(self); // bytes, or the end: the task reads them
+            }
+            with(|d| d.finish_recv(rd.op));
+            rd.op = NONE;
+            self.rd.set(rd);
+        }
+        let Some(fd) = self.fd.take() else { return Err(self) };
+        let stream = TcpStream::from(fd);
+        // What takes it next (the parked set, tokio, another process) expects it non-blocking.
+        let _ = stream.set_nonblocking(true);
+        Ok(stream)
+    }
+
+    /// Leaves the ring for good, for tokio's epoll (a tunnel: long-lived, and it must be able
+    /// to move to a new process as a bare socket): waits for the send in flight, cancels the
+    /// receive; bytes the ring received that nobody read yet are appended to `leftover`.
+    pub async fn into_tokio(mut self, leftover: &mut IoBuf) -> io::Result<tokio::net::TcpStream> {
+        std::future::poll_fn(|cx| self.poll_sent(cx)).await?;
+        let rd = self.rd.get();
+        if rd.op != NONE {
+            let (res, flags) = with(|d| d.cancel_now(rd.op));
+            if res > 0 {
+                with(|d| leftover.extend(&d.received(flags, res)[rd.taken as usize..]));
+            }
+            with(|d| d.finish_recv(rd.op));
+            self.rd.set(ReadSide { op: NONE, taken: 0, end: rd.end });
+        }
+        let fd = self.fd.take().ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
+        let stream = TcpStream::from(fd);
+        stream.set_nonblocking(true)?;
+        tokio::net::TcpStream::from_std(stream)
+    }
+
+    /// Whether reading now would not wait: bytes or the end of the stream are here.
+    pub fn has_bytes(&self) -> bool {
+        let rd = self.rd.get();
+        if rd.end <= 0 {
+            return true;
+        }
+        if rd.op != NONE {
+            return with(|d| d.peek(rd.op)).is_some();
+        }
+        self.peek_now().is_some()
+    }
+
+    /// Whether the peer has closed (or reset) the connection and nothing is left to read
+    /// before that.
+    pub fn peer_closed(&self) -> bool {
+        let rd = self.rd.get();
+        if rd.end <= 0 {
+            return true;
+        }
+        if rd.op != NONE {
+            return matches!(with(|d| d.peek(rd.op)), Some((res, _)) if res <= 0);
+        }
+        matches!(self.peek_now(), Some(0) | Some(-1))
+    }
+
+    /// A non-blocking one-byte peek: `None` would block, `Some(0)` end, `Some(-1)` error.
+    fn peek_now(&self) -> Option<i32> {
+        // DONTWAIT: an accepted socket the ring serves is in blocking mode.
+        let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
+        let mut probe = [0u8; 1];
+        match rustix::net::recv(self.fd(), &mut probe, flags) {
+            Ok((n, _)) => Some(n as i32),
+            Err(rustix::io::Errno::AGAIN) => None,
+            Err(_) => Some(-1),
+        }
+    }
+
+    /// Ready when bytes (or the end) are here; a receive is put in flight to wait for them.
+    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut rd = self.rd.get();
+        if rd.end <= 0 {
+            return Poll::Ready(Ok(()));
+        }
+        if rd.op == NONE {
+            rd.op = with(|d| driver::recv(d, self.raw()));
+            self.rd.set(rd);
+        }
+        match with(|d| d.poll(rd.op, cx.waker())) {
+            Some(_) => Poll::Ready(Ok(())),
+            None => Poll::Pending,
+        }
+    }
+
+    fn poll_recv(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        loop {
+            let mut rd = self.rd.get();
+            if rd.end == 0 {
+                return Poll::Ready(Ok(()));
+            }
+            if rd.end < 0 {
+                return Poll::Ready(Err(io::Error::from_raw_os_error(-rd.end)));
+            }
+            if rd.op == NONE {
+                rd.op = with(|d| driver::recv(d, self.raw()));
+                self.rd.set(rd);
+            }
+            let fd = self.raw();
+            let step = with(|d| {
+                let (res, flags) = d.poll(rd.op, cx.waker())?;
+                if res > 0 {
+                    let bytes = &d.received(flags, res)[rd.taken as usize..];
+                    let n = bytes.len().min(buf.remaining());
+                    buf.put_slice(&bytes[..n]);
+                    rd.taken += n as u32;
+                    if rd.taken as i32 >= res {
+                        d.finish_recv(rd.op);
+                        rd.op = NONE;
+                        rd.taken = 0;
+                    }
+                    return Some(Step::Read);
+                }
+                d.finish_recv(rd.op);
+                rd.op = NONE;
+                match -res {
+                    0 => rd.end = 0,
+                    libc::EINTR | libc::EAGAIN | libc::ECANCELED => return Some(Step::Again),
+                    libc::ENOBUFS => {
+                        // Every provided buffer holds bytes not yet read: wait a turn.
+                        rd.op = driver::recv(d, fd);
+                        return Some(Step::Wait);
+                    }
+                    _ => rd.end = res,
+                }
+                Some(Step::Read)
+            });
+            self.rd.set(rd);
+            match step {
+                None => return Poll::Pending,
+                Some(Step::Again) => continue,
+                Some(Step::Wait) => {
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                Some(Step::Read) if rd.end < 0 => {
+                    return Poll::Ready(Err(io::Error::from_raw_os_error(-rd.end)));
+                }
+                Some(Step::Read) => return Poll::Ready(Ok(())),
+            }
+        }
+    }
+
+    /// Waits until the send in flight (if any) has sent every byte.
+    fn poll_sent(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            let mut wr = self.wr.get();
+            if wr.err != 0 {
+                return Poll::Ready(Err(io::Error::from_raw_os_error(-wr.err)));
+            }
+            if wr.op == NONE {
+                return Poll::Ready(Ok(()));
+            }
+            let fd = self.raw();
+            let done = with(|d| {
+                let (res, _) = d.poll(wr.op, cx.waker())?;
+                if res > 0 {
+                    wr.start += res as u32;
+                }
+                let retry = res > 0 || res == -libc::EINTR || res == -libc::EAGAIN;
+                if retry && wr.start < wr.end {
+                    let buf = d.take_send(wr.op).unwrap_or_else(|| d.send_buf());
+                    wr.op = driver::send(d, fd, buf, wr.start as usize, wr.end as usize);
+                    return Some(false);
+                }
+                d.release(wr.op);
+                wr.op = NONE;
+                if !retry || res == 0 {
+                    wr.err = if res < 0 { res } else { -libc::EPIPE };
+                }
+                Some(true)
+            });
+            self.wr.set(wr);
+            match done {
+                None => return Poll::Pending,
+                Some(false) => continue,
+                Some(true) => {}
+            }
+        }
+    }
+
+    fn poll_send_parts(&self, cx: &mut Context<'_>, parts: &[&[u8]]) -> Poll<io::Result<usize>> {
+        match self.poll_sent(cx) {
+            Poll::Ready(Ok(())) => {}
+            other => return other.map(|r| r.map(|()| 0)),
+        }
+        if parts.iter().all(|p| p.is_empty()) {
+            return Poll::Ready(Ok(0));
+        }
+        let fd = self.raw();
+        let (op, n) = with(|d| {
+            let mut buf = d.send_buf();
+            let mut n = 0;
+            for p in parts {
+                let take = p.len().min(SEND_SIZE - n);
+                buf[n..n + take].copy_from_slice(&p[..take]);
+                n += take;
+                if n == SEND_SIZE {
+                    break;
+                }
+            }
+            (driver::send(d, fd, buf, 0, n), n)
+        });
+        self.wr.set(WriteSide { op, start: 0, end: n as u32, err: 0 });
+        Poll::Ready(Ok(n))
+    }
+}
+
+enum Step {
+    Read,
+    Again,
+    Wait,
+}
+
+impl Drop for RingTcp {
+    fn drop(&mut self) {
+        let (rd, wr) = (self.rd.get(), self.wr.get());
+        if rd.op == NONE && wr.op == NONE {
+            return;
+        }
+        // The descriptor closes after this: what names it must have reached the kernel (a
+        // number closed first could be reused by the next accept). A receive is cancelled;
+        // a send finishes on its own (its bytes are the answer's end).
+        driver::try_with(|d| {
+            let ops = [rd.op, wr.op].into_iter().filter(|&op| op != NONE);
+            d.flush_if_queued(ops);
+            if rd.op != NONE {
+                d.abandon(rd.op, true);
+            }
+            if wr.op != NONE {
+                d.abandon(wr.op, false);
+            }
+        });
+    }
+}
+
+impl AsyncRead for &RingTcp {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        self.poll_recv(cx, buf)
+    }
+}
+
+impl AsyncWrite for &RingTcp {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.poll_send_parts(cx, &[buf])
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let mut parts: [&[u8]; 4] = [&[]; 4];
+        for (part, slice) in parts.iter_mut().zip(bufs) {
+            *part = slice;
+        }
+        self.poll_send_parts(cx, &parts[..bufs.len().min(4)])
+    }
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_sent(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.poll_sent(cx) {
+            Poll::Ready(Ok(())) => {}
+            other => return other,
+        }
+        Poll::Ready(rustix::net::shutdown(self.fd(), rustix::net::Shutdown::Write).map_err(io::Error::from))
+    }
+}
+
+impl AsyncRead for RingTcp {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        self.poll_recv(cx, buf)
+    }
+}
+
+impl AsyncWrite for RingTcp {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.poll_send_parts(cx, &[buf])
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut &*self.get_mut()).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_sent(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut &*self.get_mut()).poll_shutdown(cx)
+    }
+}
