@@ -5,6 +5,7 @@
 use crate::floor::conns::{ConnState, Evicted, Slot, Watch};
 use crate::floor::handover::Moving;
 use crate::floor::shared::Shared;
+use crate::floor::socket::Socket;
 use crate::floor::stats::{Counter, Stats};
 use crate::floor::stream::{handshake, ClientStream};
 use crate::floor::uring::listen::Listening;
@@ -128,6 +129,10 @@ async fn accept_loop(worker: Rc<Worker>, listener: Listening, index: usize) {
             };
             let client = crate::http::client(&open, stream, peer, Rc::clone(&state));
             spawn_http(&worker, open, client, state);
+        } else if worker.ring_serves(index) {
+            // TLS terminated over the ring (the handshake's state and its first bytes too).
+            let Ok(stream) = stream.into_std() else { continue };
+            spawn_tls_on_ring(&worker, open, stream, peer, state);
         } else {
             let Ok(stream) = stream.into_tokio() else { continue };
             let task = tokio::task::spawn_local(Stats::on_listener(
@@ -351,19 +356,52 @@ async fn dispatch(open: Open, stream: TcpStream, peer: SocketAddr, state: Slot) 
         config::Protocol::Pop3 | config::Protocol::Imap => {
             Box::pin(crate::mail::login::serve(Rc::clone(&worker), stream, peer, listener)).await
         }
-        config::Protocol::Http => {
-            let stream = match acceptor {
-                None => ClientStream::Plain(stream),
-                Some(acceptor) => match Box::pin(handshake(&worker, acceptor, stream, peer)).await {
-                    Some(tls) => ClientStream::Tls(Box::new(tls)),
-                    None => return,
-                },
-            };
-            if crate::http2::negotiated(&stream) {
-                return Box::pin(crate::http2::serve(open, stream, peer, state)).await;
+        config::Protocol::Http => match acceptor {
+            None => {
+                let client = crate::http::client(&open, ClientStream::Plain(stream), peer, state);
+                serve_http(open, client).await
             }
-            let client = crate::http::client(&open, stream, peer, state);
-            serve_http(open, client).await
-        }
+            Some(acceptor) => serve_tls(open, Socket::Tcp(stream), peer, state, acceptor).await,
+        },
     }
+}
+
+/// A connection to a TLS-terminating HTTP listener: the handshake, then HTTP/2 (ALPN `h2`)
+/// or HTTP/1.x, over tokio's socket or the ring's.
+async fn serve_tls(
+    open: Open,
+    socket: Socket,
+    peer: SocketAddr,
+    state: Slot,
+    acceptor: tokio_rustls::TlsAcceptor,
+) {
+    let worker = Rc::clone(&open.worker);
+    let stream = match Box::pin(handshake(&worker, acceptor, socket, peer)).await {
+        Some(tls) => ClientStream::Tls(Box::new(tls)),
+        None => return,
+    };
+    if crate::http2::negotiated(&stream) {
+        return Box::pin(crate::http2::serve(open, stream, peer, state)).await;
+    }
+    let client = crate::http::client(&open, stream, peer, state);
+    serve_http(open, client).await
+}
+
+/// A TLS-terminating HTTP listener's connection that the ring serves.
+fn spawn_tls_on_ring(
+    worker: &Rc<Worker>,
+    open: Open,
+    stream: std::net::TcpStream,
+    peer: SocketAddr,
+    state: Slot,
+) {
+    let index = open.listener();
+    let acceptor = worker.shared.snapshot.load().listeners[index].tls.clone();
+    let Some(acceptor) = acceptor else { return };
+    let socket = Socket::Ring(crate::floor::uring::RingTcp::new(stream));
+    let task = tokio::task::spawn_local(Stats::on_listener(
+        index,
+        serve_tls(open, socket, peer, Rc::clone(&state), acceptor),
+    ));
+    worker.conns.add(state, task.abort_handle());
 }

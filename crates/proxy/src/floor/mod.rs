@@ -8,9 +8,10 @@
 //! `buf`, `spares`: how many spare objects a free list keeps, `conns`: the connections
 //! eviction may close, `parked`: idle keep-alive connections waiting outside the runtime,
 //! `handover`: idle connections leaving for a new binary), socket helpers (`io`,
-//! `stream`: plain or TLS client streams and the handshake, `server_stream`: a connection
-//! to a server, `uring`: plain client sockets served by the worker's io_uring, `clock`: a
-//! cheap clock for deadlines), header fields between HTTP/1.1 and HTTP/2 (`fields`: connection-specific
+//! `stream`: plain or TLS client streams and the handshake, `socket`: a TCP socket,
+//! tokio's or the ring's, under server connections and TLS sessions, `uring`: plain client
+//! sockets served by the worker's io_uring, `clock`: a cheap clock for deadlines), header
+//! fields between HTTP/1.1 and HTTP/2 (`fields`: connection-specific
 //! fields, trailer sections), and the typed failure every step returns (`failure`).
 
 pub mod budget;
@@ -31,9 +32,9 @@ pub mod pool;
 pub mod sched_slot;
 pub mod schedulers;
 pub mod server;
-pub mod server_stream;
 pub mod shared;
 pub mod snapshot;
+pub mod socket;
 pub mod spares;
 pub mod stats;
 pub mod stream;

@@ -6,14 +6,14 @@
 //! connection again (the user-space form of DWSR's switch-back, seed 001).
 
 use crate::floor::clock;
-use crate::floor::server_stream::ServerStream;
+use crate::floor::socket::Socket;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::time::Instant;
 
 struct Idle {
-    stream: ServerStream,
+    stream: Socket,
     since: Instant,
     /// The client connection whose request it carried last.
     owner: u64,
@@ -43,7 +43,7 @@ impl Pools {
     /// The most recently used live idle connection to `server` that `which` allows, if
     /// any. Connections the server closed, or sent bytes on, while idle are dropped here
     /// (the count of those is returned in the second place, for the caller to record).
-    pub fn take(&self, server: u64, which: Take) -> (Option<ServerStream>, usize) {
+    pub fn take(&self, server: u64, which: Take) -> (Option<Socket>, usize) {
         let mut idle = self.idle.borrow_mut();
         let Some(list) = idle.get_mut(&server) else { return (None, 0) };
         let mut dropped = 0;
@@ -64,7 +64,7 @@ impl Pools {
 
     /// Keeps `stream`, last used by client connection `owner`, for reuse (dropped if the
     /// server's pool is full).
-    pub fn put(&self, server: u64, stream: ServerStream, owner: u64) {
+    pub fn put(&self, server: u64, stream: Socket, owner: u64) {
         let mut idle = self.idle.borrow_mut();
         let list = idle.entry(server).or_default();
         if list.len() < self.max_per_server {

@@ -5,6 +5,7 @@
 //! reads and writes share one session state). `handshake` makes the TLS kind, for HTTP
 //! listeners at accept and for mail listeners at STARTTLS.
 
+use crate::floor::socket::Socket;
 use crate::floor::stats::Counter;
 use crate::floor::uring::RingTcp;
 use crate::floor::worker::Worker;
@@ -23,8 +24,9 @@ pub enum ClientStream {
     Plain(TcpStream),
     /// Plain TCP served by the worker's io_uring (`[global] io = "uring"`).
     Ring(RingTcp),
-    /// TLS terminated here (boxed: the session state is large, most connections are plain).
-    Tls(Box<TlsStream<TcpStream>>),
+    /// TLS terminated here (boxed: the session state is large, most connections are plain),
+    /// over tokio's socket or the ring's.
+    Tls(Box<TlsStream<Socket>>),
     /// One HTTP/2 stream, as the HTTP/1.1 request phases see it (boxed: rare, and its
     /// facts are larger than a socket).
     Piped(Box<Piped>),
@@ -75,8 +77,23 @@ impl ClientStream {
     pub fn tcp(&self) -> Option<&TcpStream> {
         match self {
             ClientStream::Plain(s) => Some(s),
-            ClientStream::Tls(s) => Some(s.get_ref().0),
+            ClientStream::Tls(s) => match s.get_ref().0 {
+                Socket::Tcp(t) => Some(t),
+                Socket::Ring(_) => None,
+            },
             ClientStream::Piped(_) | ClientStream::Ring(_) => None,
+        }
+    }
+
+    /// The socket underneath when the ring serves it (plain, or under TLS).
+    pub fn ring(&self) -> Option<&RingTcp> {
+        match self {
+            ClientStream::Ring(r) => Some(r),
+            ClientStream::Tls(s) => match s.get_ref().0 {
+                Socket::Ring(r) => Some(r),
+                Socket::Tcp(_) => None,
+            },
+            _ => None,
         }
     }
 
@@ -84,7 +101,7 @@ impl ClientStream {
     pub fn local_addr(&self) -> Option<SocketAddr> {
         match self {
             ClientStream::Piped(p) => Some(p.local),
-            ClientStream::Ring(r) => r.local_addr().ok(),
+            other if other.ring().is_some() => other.ring().and_then(|r| r.local_addr().ok()),
             other => other.tcp().and_then(|t| t.local_addr().ok()),
         }
     }
@@ -120,7 +137,7 @@ impl ClientStream {
     /// Asks the kernel only when the reactor says the socket is readable; bytes the client
     /// sent ahead (a pipelined request) are left where they are.
     pub fn peer_closed(&self) -> bool {
-        if let ClientStream::Ring(r) = self {
+        if let Some(r) = self.ring() {
             return r.peer_closed();
         }
         // A piped stream's client is the HTTP/2 wing, which resets the stream itself.
@@ -164,7 +181,7 @@ impl ClientStream {
                 return true;
             }
         }
-        if let ClientStream::Ring(r) = self {
+        if let Some(r) = self.ring() {
             return r.has_bytes();
         }
         let Some(tcp) = self.tcp() else { return false };
@@ -229,7 +246,7 @@ impl ClientStream {
         peer: SocketAddr,
     ) -> Option<ClientStream> {
         let (ClientStream::Plain(tcp), Some(acceptor)) = (self, acceptor) else { return None };
-        let tls = handshake(worker, acceptor, tcp, peer).await?;
+        let tls = handshake(worker, acceptor, Socket::Tcp(tcp), peer).await?;
         Some(ClientStream::Tls(Box::new(tls)))
     }
 
@@ -260,7 +277,7 @@ pub enum ClientRead<'a> {
     /// TCP through the ring.
     Ring(&'a RingTcp),
     /// TLS.
-    Tls(ReadHalf<&'a mut TlsStream<TcpStream>>),
+    Tls(ReadHalf<&'a mut TlsStream<Socket>>),
     /// A piped HTTP/2 stream (no lock between the halves: `floor::pipe`).
     Piped(crate::floor::pipe::Reader<'a>),
 }
@@ -272,7 +289,7 @@ pub enum ClientWrite<'a> {
     /// TCP through the ring.
     Ring(&'a RingTcp),
     /// TLS.
-    Tls(WriteHalf<&'a mut TlsStream<TcpStream>>),
+    Tls(WriteHalf<&'a mut TlsStream<Socket>>),
     /// A piped HTTP/2 stream.
     Piped(crate::floor::pipe::Writer<'a>),
 }
@@ -335,9 +352,9 @@ delegate_write!(ClientWrite<'_>, Plain, Ring, Tls, Piped);
 pub async fn handshake(
     worker: &Worker,
     acceptor: tokio_rustls::TlsAcceptor,
-    stream: TcpStream,
+    stream: Socket,
     peer: SocketAddr,
-) -> Option<tokio_rustls::server::TlsStream<TcpStream>> {
+) -> Option<tokio_rustls::server::TlsStream<Socket>> {
     let limit = worker.shared.snapshot.load().config.timeouts.client_head;
     match tokio::time::timeout(limit, acceptor.accept(stream)).await {
         Ok(Ok(tls)) => Some(tls),

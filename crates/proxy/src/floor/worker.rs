@@ -78,16 +78,16 @@ impl Worker {
         }
     }
 
-    /// Whether connections of `listener` are served through the ring: plain HTTP on a
-    /// two-way listener (a one-way hand-off and TLS need the socket itself) on a worker
-    /// that has one.
+    /// Whether connections of `listener` are served through the ring: HTTP (plain or TLS
+    /// terminated here) on a two-way listener (a one-way hand-off needs the socket with no
+    /// byte held in user space) on a worker that has one.
     pub fn ring_serves(&self, listener: usize) -> bool {
         if !self.ring {
             return false;
         }
         let snap = self.shared.snapshot.load();
         let (l, c) = (&snap.listeners[listener], &snap.config.listeners[listener]);
-        l.protocol == config::Protocol::Http && l.tls.is_none() && c.mode != config::Mode::OneWay
+        l.protocol == config::Protocol::Http && c.mode != config::Mode::OneWay
     }
 
     /// A new client connection's id (unique within this worker).

@@ -39,7 +39,7 @@ impl<'a> Dst<'a> {
     /// Where the client of `stream` connected: its socket, or the address a piped HTTP/2
     /// stream carries.
     pub fn of(stream: &'a ClientStream) -> Dst<'a> {
-        if let ClientStream::Ring(r) = stream {
+        if let Some(r) = stream.ring() {
             return Dst::Ring(r);
         }
         match stream.tcp() {

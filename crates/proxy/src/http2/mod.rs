@@ -126,7 +126,8 @@ where
     let conn = Rc::new(conn);
     let mut streams = JoinSet::new();
     let mut closing = false;
-    let mut calmed = false;
+    // Closed for the client's abuse (rapid reset, the memory bound): nothing more is served.
+    let mut abandoned = false;
     // Once shutdown starts, the connection counts as a request in progress until its
     // streams' answers are written out and GOAWAY sent (the phases' own count ends when
     // an answer is in the pipe, before this connection has sent it).
@@ -144,20 +145,19 @@ where
         let idle = idle_wait(streams.is_empty(), snap.config.timeouts.client_idle);
         tokio::select! {
             next = h2.accept() => match next {
-                // Ended with ENHANCE_YOUR_CALM: streams the client opened meanwhile are not
-                // served (dropped: reset), nor counted again (aborted streams leave the set
-                // only as their tasks run).
-                Some(Ok(_)) if calmed => {}
+                // Ended for the client's abuse: streams it opened before reading the GOAWAY
+                // are dropped (reset) uncounted, the connection was counted once.
+                Some(Ok(_)) if abandoned => {}
                 Some(Ok(_)) if streams.len() >= max_running => {
                     rapid_reset(worker, &conn, &mut h2);
                     streams.abort_all();
-                    (closing, calmed) = (true, true);
+                    (closing, abandoned) = (true, true);
                 }
                 Some(Ok((_, mut respond))) if conn.budget.full() => {
                     if over_budget(worker, &conn, &mut respond) {
                         h2.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
                         streams.abort_all();
-                        (closing, calmed) = (true, true);
+                        (closing, abandoned) = (true, true);
                     }
                 }
                 Some(Ok((req, respond))) => {

@@ -4,8 +4,8 @@
 
 use crate::floor::buf::IoBuf;
 use crate::floor::io::{read_some, write_all_parts, IoFail};
-use crate::floor::server_stream::ServerStream;
 use crate::floor::snapshot::Snapshot;
+use crate::floor::socket::Socket;
 use crate::floor::stats::Counter;
 use crate::floor::worker::Worker;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -58,7 +58,7 @@ pub trait Replay {
 pub async fn converse<R: Replay>(
     worker: &Worker,
     snap: &Snapshot,
-    server: &mut ServerStream,
+    server: &mut Socket,
     sbuf: &mut IoBuf,
     replay: &mut R,
 ) -> R::Outcome {

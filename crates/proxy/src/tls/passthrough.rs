@@ -8,8 +8,8 @@
 
 use crate::floor::buf::IoBuf;
 use crate::floor::io::{read_some, IoFail};
-use crate::floor::server_stream::ServerStream;
 use crate::floor::snapshot::Snapshot;
+use crate::floor::socket::Socket;
 use crate::floor::stats::Counter;
 use crate::floor::tables::sticky_ip::Target;
 use crate::floor::worker::Worker;
@@ -186,7 +186,7 @@ fn note_server(
 async fn learn_session(
     worker: &Worker,
     snap: &Snapshot,
-    upstream: &mut ServerStream,
+    upstream: &mut Socket,
     sbuf: &mut IoBuf,
     server: u64,
 ) -> Option<TlsVersion> {

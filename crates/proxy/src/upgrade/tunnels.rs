@@ -55,7 +55,7 @@ pub(super) fn adopt(
         let slots = target.as_ref().and_then(|s| s.slots.clone());
         let _slot = slots.and_then(|s| s.try_acquire_owned().ok());
         let from = Origin { listener: index, peer, kind: &kind, server: target.as_deref() };
-        let mut server = crate::floor::server_stream::ServerStream::Tcp(server);
+        let mut server = crate::floor::socket::Socket::Tcp(server);
         let carried = moving::run(&worker, from, &mut client, &mut cbuf, &mut server, &mut sbuf, idle).await;
         tracing::debug!(%peer, kind, up = carried.up, down = carried.down, moved = carried.moved, "moved tunnel ended");
         drop(open);

@@ -9,8 +9,8 @@
 use crate::floor::failure::{Failure, Refusal};
 use crate::floor::pool::Take;
 use crate::floor::server::ServerRt;
-use crate::floor::server_stream::ServerStream;
 use crate::floor::snapshot::Snapshot;
+use crate::floor::socket::Socket;
 use crate::floor::stats::Counter;
 use crate::floor::worker::Worker;
 use crate::upstream::passive;
@@ -27,7 +27,7 @@ pub struct Upstream<'s> {
     /// The server.
     pub server: &'s ServerRt,
     /// The connection.
-    pub stream: ServerStream,
+    pub stream: Socket,
     /// It came from the idle pool.
     pub reused: bool,
     _slot: Option<OwnedSemaphorePermit>,
@@ -78,7 +78,7 @@ async fn open(
     server: &ServerRt,
     pool: Option<Take>,
     prealloc: Option<Prealloc>,
-) -> Result<(ServerStream, bool), Failure> {
+) -> Result<(Socket, bool), Failure> {
     let stats = &worker.shared.stats;
     if let Some(which) = pool {
         let (stream, discarded) = worker.pools.take(server.id, which);
@@ -95,7 +95,7 @@ async fn open(
     if let Some(early) = prealloc.filter(|p| p.server == server.id) {
         if let Some(stream) = early.finish(snap.config.timeouts.server_connect).await {
             stats.inc(Counter::PreallocatedUsed);
-            return Ok((ServerStream::new(stream, worker.ring), false));
+            return Ok((Socket::new(stream, worker.ring), false));
         }
     }
     stats.inc(Counter::ServerConnects);
@@ -103,7 +103,7 @@ async fn open(
     match tokio::time::timeout(timeout, TcpStream::connect(server.addr)).await {
         Ok(Ok(stream)) => {
             let _ = stream.set_nodelay(true);
-            Ok((ServerStream::new(stream, worker.ring), false))
+            Ok((Socket::new(stream, worker.ring), false))
         }
         Ok(Err(_)) => {
             stats.inc(Counter::ConnectFailed);

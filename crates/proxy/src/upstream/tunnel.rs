@@ -9,7 +9,7 @@
 pub mod moving;
 
 use crate::floor::buf::IoBuf;
-use crate::floor::server_stream::ServerStream;
+use crate::floor::socket::Socket;
 use std::cell::Cell;
 use std::future::Future;
 use std::time::Duration;
@@ -37,7 +37,7 @@ pub struct Carried {
 pub async fn run_until<C: AsyncRead + AsyncWrite + Unpin>(
     client: &mut C,
     cbuf: &mut IoBuf,
-    server: &mut ServerStream,
+    server: &mut Socket,
     sbuf: &mut IoBuf,
     idle: Duration,
     pause: impl Future<Output = ()>,

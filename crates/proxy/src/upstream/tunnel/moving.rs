@@ -11,7 +11,7 @@ use super::{run_until, Carried};
 use crate::floor::buf::IoBuf;
 use crate::floor::handover::{Moving, Tunnel};
 use crate::floor::server::ServerRt;
-use crate::floor::server_stream::ServerStream;
+use crate::floor::socket::Socket;
 use crate::floor::stream::ClientStream;
 use crate::floor::worker::Worker;
 use std::net::SocketAddr;
@@ -65,7 +65,7 @@ pub async fn run<C: AsyncRead + AsyncWrite + Unpin + Movable>(
     from: Origin<'_>,
     client: &mut C,
     cbuf: &mut IoBuf,
-    server: &mut ServerStream,
+    server: &mut Socket,
     sbuf: &mut IoBuf,
     idle: Duration,
 ) -> Carried {
@@ -126,7 +126,7 @@ fn move_out<C: Movable>(
     from: Origin<'_>,
     client: &C,
     cbuf: &mut IoBuf,
-    server: &ServerStream,
+    server: &Socket,
     sbuf: &mut IoBuf,
 ) -> Result<(), ()> {
     let Some(handover) = worker.shared.handing_over() else { return Err(()) };

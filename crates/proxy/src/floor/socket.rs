@@ -1,6 +1,7 @@
-//! A connection to a server: a tokio socket, or on a worker with a ring (`[global] io =
-//! "uring"`) one served by the ring (`floor::uring`). Either reads and writes as the phases
-//! expect; a pooled idle one answers "still usable?" without a syscall (the reactor's
+//! A TCP socket: tokio's, or on a worker with a ring (`[global] io = "uring"`) one served by
+//! the ring (`floor::uring`). Every connection to a server is one, and so is the socket under
+//! a TLS session the switch terminates. Either reads and writes as the phases expect; a
+//! pooled idle server connection answers "still usable?" without a syscall (the reactor's
 //! readiness, or the ring's receive kept in flight while it waits in the pool).
 
 use crate::floor::buf::IoBuf;
@@ -12,47 +13,56 @@ use std::task::{Context, Poll, Waker};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-/// A connection to a server.
-pub enum ServerStream {
+/// A TCP socket.
+pub enum Socket {
     /// Through tokio's epoll.
     Tcp(TcpStream),
     /// Through the worker's ring.
     Ring(RingTcp),
 }
 
-impl ServerStream {
+impl Socket {
     /// A new connection, moved into the ring when `ring` (the worker has one).
-    pub fn new(stream: TcpStream, ring: bool) -> ServerStream {
+    pub fn new(stream: TcpStream, ring: bool) -> Socket {
         if ring {
             if let Ok(std) = stream.into_std() {
-                return ServerStream::Ring(RingTcp::new(std));
+                return Socket::Ring(RingTcp::new(std));
             }
             // `into_std` failed: the socket is gone with it; the exchange fails on it.
-            return ServerStream::Ring(RingTcp::closed());
+            return Socket::Ring(RingTcp::closed());
         }
-        ServerStream::Tcp(stream)
+        Socket::Tcp(stream)
+    }
+
+    /// Whether reading now would not wait (the reactor's word for tokio's; see
+    /// `RingTcp::has_bytes`).
+    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Socket::Tcp(s) => s.poll_read_ready(cx),
+            Socket::Ring(r) => r.poll_read_ready(cx),
+        }
     }
 
     /// Independent read and write halves.
-    pub fn split(&mut self) -> (ServerRead<'_>, ServerWrite<'_>) {
+    pub fn split(&mut self) -> (SocketRead<'_>, SocketWrite<'_>) {
         match self {
-            ServerStream::Tcp(s) => {
+            Socket::Tcp(s) => {
                 let (r, w) = s.split();
-                (ServerRead::Tcp(r), ServerWrite::Tcp(w))
+                (SocketRead::Tcp(r), SocketWrite::Tcp(w))
             }
-            ServerStream::Ring(r) => (ServerRead::Ring(&*r), ServerWrite::Ring(&*r)),
+            Socket::Ring(r) => (SocketRead::Ring(&*r), SocketWrite::Ring(&*r)),
         }
     }
 
     /// A ring connection becomes a tokio one (a tunnel begins: see `RingTcp::into_tokio`);
     /// bytes the ring held go to the end of `sbuf`.
     pub async fn settle(&mut self, sbuf: &mut IoBuf) {
-        if let ServerStream::Ring(_) = self {
-            let ServerStream::Ring(r) = std::mem::replace(self, ServerStream::Ring(RingTcp::closed())) else {
+        if let Socket::Ring(_) = self {
+            let Socket::Ring(r) = std::mem::replace(self, Socket::Ring(RingTcp::closed())) else {
                 return;
             };
             if let Ok(tcp) = r.into_tokio(sbuf).await {
-                *self = ServerStream::Tcp(tcp);
+                *self = Socket::Tcp(tcp);
             }
         }
     }
@@ -61,15 +71,15 @@ impl ServerStream {
     /// move to a new process).
     pub fn movable(&self) -> Option<BorrowedFd<'_>> {
         match self {
-            ServerStream::Tcp(s) => Some(s.as_fd()),
-            ServerStream::Ring(r) => r.idle_fd(),
+            Socket::Tcp(s) => Some(s.as_fd()),
+            Socket::Ring(r) => r.idle_fd(),
         }
     }
 
     /// Going idle into the pool: a ring connection keeps a receive in flight (it holds no
     /// buffer), so a close or stray bytes from the server show without a syscall.
     pub fn pooled(&self) {
-        if let ServerStream::Ring(r) = self {
+        if let Socket::Ring(r) = self {
             let _ = r.poll_read_ready(&mut Context::from_waker(Waker::noop()));
         }
     }
@@ -79,8 +89,8 @@ impl ServerStream {
     /// readable is probed.
     pub fn still_open(&self) -> bool {
         match self {
-            ServerStream::Ring(r) => !r.has_bytes(),
-            ServerStream::Tcp(stream) => {
+            Socket::Ring(r) => !r.has_bytes(),
+            Socket::Tcp(stream) => {
                 let mut cx = Context::from_waker(Waker::noop());
                 match stream.poll_read_ready(&mut cx) {
                     Poll::Pending => true,
@@ -95,16 +105,16 @@ impl ServerStream {
     }
 }
 
-/// The read half of a [`ServerStream`].
-pub enum ServerRead<'a> {
+/// The read half of a [`Socket`].
+pub enum SocketRead<'a> {
     /// Through epoll.
     Tcp(tokio::net::tcp::ReadHalf<'a>),
     /// Through the ring.
     Ring(&'a RingTcp),
 }
 
-/// The write half of a [`ServerStream`].
-pub enum ServerWrite<'a> {
+/// The write half of a [`Socket`].
+pub enum SocketWrite<'a> {
     /// Through epoll.
     Tcp(tokio::net::tcp::WriteHalf<'a>),
     /// Through the ring.
@@ -166,7 +176,7 @@ macro_rules! delegate_write {
     };
 }
 
-delegate_read!(ServerStream);
-delegate_write!(ServerStream);
-delegate_read!(ServerRead<'_>);
-delegate_write!(ServerWrite<'_>);
+delegate_read!(Socket);
+delegate_write!(Socket);
+delegate_read!(SocketRead<'_>);
+delegate_write!(SocketWrite<'_>);
