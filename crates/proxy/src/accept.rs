@@ -51,6 +51,9 @@ pub fn run(
         }
         crate::handoff::worker::set(&worker);
         for (index, l) in listeners.into_iter().enumerate() {
+            // Accepted sockets inherit TCP_NODELAY from their listener (Linux clones the
+            // listener's options): set once here, not by a system call per connection.
+            let _ = socket2::SockRef::from(&l).set_nodelay(true);
             match Listening::new(l, worker.ring_serves(index)) {
                 Ok(l) => {
                     let accepting = Stats::on_listener(index, accept_loop(Rc::clone(&worker), l, index));
@@ -113,7 +116,6 @@ async fn accept_loop(worker: Rc<Worker>, listener: Listening, index: usize) {
         if !admit(&worker) {
             continue;
         }
-        let _ = stream.set_nodelay();
         let state: Slot = Rc::new(Watch::new());
         let open = Open::new(Rc::clone(&worker), index);
         if is_plain_http(&worker, index) {
@@ -275,6 +277,7 @@ async fn housekeeping(worker: Rc<Worker>) {
         if ticks.is_multiple_of(4) {
             worker.bufs.trim();
             crate::http::scratch::trim();
+            crate::floor::uring::driver::trim();
             let snap = worker.shared.snapshot.load();
             let live = |id: u64| snap.groups.iter().any(|g| g.servers.iter().any(|s| s.id == id));
             worker.pools.sweep(snap.config.timeouts.pool_idle, live);

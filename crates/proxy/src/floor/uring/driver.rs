@@ -11,6 +11,7 @@
 #![allow(unsafe_code)]
 
 use super::bufs::{self, BufRing};
+use crate::floor::spares::SpareLimit;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::cell::RefCell;
 use std::io;
@@ -27,9 +28,6 @@ const ENTRIES: u32 = 1024;
 /// `IORING_ENTER_GETEVENTS`: run the deferred completions (the crate keeps its constants
 /// private).
 const GETEVENTS: u32 = 1;
-
-/// Send buffers kept for reuse once their sends completed.
-const SPARE_SENDS: usize = 64;
 
 /// Bytes per send buffer: a write copies at most this much and returns.
 pub const SEND_SIZE: usize = 16 * 1024;
@@ -64,6 +62,8 @@ pub struct Driver {
     /// kernel once `epoch > e`.
     epoch: u64,
     spare_sends: Vec<Box<[u8]>>,
+    /// How many of them to keep (what the last second's load used; see `floor::spares`).
+    spare_limit: SpareLimit,
     /// The eventfd the ring signals when completions wait (in the worker's epoll).
     eventfd: OwnedFd,
 }
@@ -116,10 +116,22 @@ pub fn install() -> io::Result<()> {
         queued: 0,
         epoch: 0,
         spare_sends: Vec::new(),
+        spare_limit: SpareLimit::new(8),
         eventfd,
     };
     DRIVER.with(|d| *d.borrow_mut() = Some(driver));
     Ok(())
+}
+
+/// Drops the spare send buffers the last second's load did not need (the worker's
+/// housekeeping, once a second).
+pub fn trim() {
+    DRIVER.with(|d| {
+        if let Some(d) = d.borrow_mut().as_mut() {
+            let keep = d.spare_limit.trim(d.spare_sends.len());
+            d.spare_sends.truncate(keep);
+        }
+    });
 }
 
 /// Gives the kernel what was queued during this turn: the worker runtime's `on_thread_park`.
@@ -279,7 +291,7 @@ impl Driver {
     pub(super) fn release(&mut self, slot: u32) {
         let s = &mut self.slots[slot as usize];
         if let Some(buf) = s.buf.take() {
-            if self.spare_sends.len() < SPARE_SENDS {
+            if self.spare_limit.keeps(self.spare_sends.len()) {
                 self.spare_sends.push(buf);
             }
         }
@@ -336,7 +348,9 @@ impl Driver {
 
     /// An empty send buffer.
     pub(super) fn send_buf(&mut self) -> Box<[u8]> {
-        self.spare_sends.pop().unwrap_or_else(|| vec![0u8; SEND_SIZE].into_boxed_slice())
+        let buf = self.spare_sends.pop();
+        self.spare_limit.took(self.spare_sends.len());
+        buf.unwrap_or_else(|| vec![0u8; SEND_SIZE].into_boxed_slice())
     }
 
     /// The owner of `slot` leaves: a completed slot is freed now (a receive's buffer given

@@ -49,14 +49,6 @@ impl Listening {
 }
 
 impl Accepted {
-    /// TCP_NODELAY.
-    pub fn set_nodelay(&self) -> io::Result<()> {
-        match self {
-            Accepted::Tokio(s) => s.set_nodelay(true),
-            Accepted::Raw(s) => s.set_nodelay(true),
-        }
-    }
-
     /// For tokio.
     pub fn into_tokio(self) -> io::Result<tokio::net::TcpStream> {
         match self {
