@@ -39,6 +39,9 @@ struct Slot {
     waker: Option<Waker>,
     /// A send's bytes (owned here until the completion).
     buf: Option<Box<[u8]>>,
+    /// A send's length: when it completes whole, its buffer goes back at once (the socket
+    /// looks at the result only at its next write, maybe never: an idle connection).
+    send_len: u32,
     /// The owner left: the completion frees the slot (and gives back what it holds).
     orphan: bool,
     /// The submission epoch it was queued in (see [`Driver::epoch`]).
@@ -134,13 +137,26 @@ pub fn trim() {
     });
 }
 
-/// Gives the kernel what was queued during this turn: the worker runtime's `on_thread_park`.
+/// Gives the kernel what was queued during this turn, and takes the completions that are
+/// already there: the worker runtime's `on_thread_park` (tokio runs a task this wakes before
+/// it sleeps). Completions the submission itself produced (a send that went at once) do not
+/// always signal the eventfd: without this they could wait for the next unrelated wake-up.
 pub fn flush() {
-    DRIVER.with(|d| {
-        if let Some(d) = d.borrow_mut().as_mut() {
-            d.submit();
+    let woken = DRIVER.with(|d| {
+        let mut d = d.borrow_mut();
+        let Some(d) = d.as_mut() else { return Vec::new() };
+        if d.idle() {
+            return Vec::new();
         }
+        d.enter(0);
+        d.reap()
     });
+    woken.into_iter().for_each(Waker::wake);
+}
+
+/// Runs the completions that are there now (see [`flush`]), waking their futures.
+pub(super) fn settle() {
+    flush();
 }
 
 /// The task that runs completions: waits on the ring's eventfd in tokio's epoll, then runs
@@ -184,23 +200,25 @@ pub(super) fn recv(d: &mut Driver, fd: RawFd) -> u32 {
         .buf_group(bufs::GROUP)
         .build()
         .flags(squeue::Flags::BUFFER_SELECT);
-    d.push(entry, None)
+    d.push(entry, None, 0)
 }
 
 /// A send of `buf[start..end]` to `fd` (the buffer stays in the slot until completion).
 pub(super) fn send(d: &mut Driver, fd: RawFd, buf: Box<[u8]>, start: usize, end: usize) -> u32 {
     let ptr = buf[start..end].as_ptr();
-    let entry = opcode::Send::new(types::Fd(fd), ptr, (end - start) as u32).flags(libc::MSG_NOSIGNAL).build();
-    d.push(entry, Some(buf))
+    let len = (end - start) as u32;
+    let entry = opcode::Send::new(types::Fd(fd), ptr, len).flags(libc::MSG_NOSIGNAL).build();
+    d.push(entry, Some(buf), len)
 }
 
 impl Driver {
-    fn push(&mut self, entry: squeue::Entry, buf: Option<Box<[u8]>>) -> u32 {
+    fn push(&mut self, entry: squeue::Entry, buf: Option<Box<[u8]>>, send_len: u32) -> u32 {
         let slot = self.free.pop().unwrap_or_else(|| {
             self.slots.push(Slot {
                 done: None,
                 waker: None,
                 buf: None,
+                send_len: 0,
                 orphan: false,
                 epoch: 0,
                 free: true,
@@ -210,7 +228,16 @@ impl Driver {
         });
         let s = &mut self.slots[slot as usize];
         let gen = s.gen.wrapping_add(1);
-        *s = Slot { done: None, waker: None, buf, orphan: false, epoch: self.epoch, free: false, gen };
+        *s = Slot {
+            done: None,
+            waker: None,
+            buf,
+            send_len,
+            orphan: false,
+            epoch: self.epoch,
+            free: false,
+            gen,
+        };
         self.queue(entry.user_data(self.user_data(slot)));
         slot
     }
@@ -227,6 +254,12 @@ impl Driver {
             self.submit();
         }
         self.queued += 1;
+    }
+
+    /// Nothing queued, no deferred completion work (the kernel's TASKRUN flag), no completion
+    /// waiting: a flush would make a system call for nothing.
+    fn idle(&mut self) -> bool {
+        self.queued == 0 && !self.ring.submission().taskrun() && self.ring.completion().is_empty()
     }
 
     /// Gives the queued entries to the kernel.
@@ -275,6 +308,11 @@ impl Driver {
             if let Some(w) = s.waker.take() {
                 woken.push(w);
             }
+            if s.send_len > 0 && res == s.send_len as i32 {
+                if let Some(buf) = s.buf.take() {
+                    self.keep_send_buf(buf);
+                }
+            }
         }
         self.bufs.publish();
         woken
@@ -289,17 +327,22 @@ impl Driver {
 
     /// Frees a slot (its send buffer kept as a spare).
     pub(super) fn release(&mut self, slot: u32) {
-        let s = &mut self.slots[slot as usize];
-        if let Some(buf) = s.buf.take() {
-            if self.spare_limit.keeps(self.spare_sends.len()) {
-                self.spare_sends.push(buf);
-            }
+        if let Some(buf) = self.slots[slot as usize].buf.take() {
+            self.keep_send_buf(buf);
         }
+        let s = &mut self.slots[slot as usize];
         s.free = true;
         s.orphan = false;
         s.waker = None;
         s.done = None;
         self.free.push(slot);
+    }
+
+    /// A send buffer back to the spares (or freed, past the bound).
+    fn keep_send_buf(&mut self, buf: Box<[u8]>) {
+        if self.spare_limit.keeps(self.spare_sends.len()) {
+            self.spare_sends.push(buf);
+        }
     }
 
     /// The result of `slot` if completed, else registers `waker`.

@@ -101,6 +101,8 @@ impl RingTcp {
     /// receive in flight is cancelled first. Gives it back unchanged when bytes arrived in
     /// the meantime (they are the next request: serve it) or a send is still in flight.
     pub fn leave(mut self) -> Result<TcpStream, RingTcp> {
+        // The answer's send has usually completed long ago; its completion may still wait.
+        driver::settle();
         if self.wr.get().op != NONE {
             let waker = std::task::Waker::noop();
             let mut cx = Context::from_waker(waker);
