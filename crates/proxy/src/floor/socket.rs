@@ -57,11 +57,8 @@ impl Socket {
     /// A ring connection becomes a tokio one (a tunnel begins: see `RingTcp::into_tokio`);
     /// bytes the ring held go to the end of `sbuf`.
     pub async fn settle(&mut self, sbuf: &mut IoBuf) {
-        if let Socket::Ring(_) = self {
-            let Socket::Ring(r) = std::mem::replace(self, Socket::Ring(RingTcp::closed())) else {
-                return;
-            };
-            if let Ok(tcp) = r.into_tokio(sbuf).await {
+        if let Socket::Ring(r) = self {
+            if let Ok(tcp) = r.take().into_tokio(sbuf).await {
                 *self = Socket::Tcp(tcp);
             }
         }

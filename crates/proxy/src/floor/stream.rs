@@ -101,8 +101,10 @@ impl ClientStream {
     pub fn local_addr(&self) -> Option<SocketAddr> {
         match self {
             ClientStream::Piped(p) => Some(p.local),
-            other if other.ring().is_some() => other.ring().and_then(|r| r.local_addr().ok()),
-            other => other.tcp().and_then(|t| t.local_addr().ok()),
+            other => match other.ring() {
+                Some(r) => r.local_addr().ok(),
+                None => other.tcp().and_then(|t| t.local_addr().ok()),
+            },
         }
     }
 
@@ -118,11 +120,8 @@ impl ClientStream {
     /// A ring connection becomes a tokio one (a tunnel begins: see `RingTcp::into_tokio`);
     /// bytes the ring held go to the end of `cbuf`.
     pub async fn settle(&mut self, cbuf: &mut crate::floor::buf::IoBuf) {
-        if let ClientStream::Ring(_) = self {
-            let ClientStream::Ring(r) = std::mem::replace(self, ClientStream::Ring(RingTcp::closed())) else {
-                return;
-            };
-            if let Ok(tcp) = r.into_tokio(cbuf).await {
+        if let ClientStream::Ring(r) = self {
+            if let Ok(tcp) = r.take().into_tokio(cbuf).await {
                 *self = ClientStream::Plain(tcp);
             }
         }

@@ -154,11 +154,6 @@ pub fn flush() {
     woken.into_iter().for_each(Waker::wake);
 }
 
-/// Runs the completions that are there now (see [`flush`]), waking their futures.
-pub(super) fn settle() {
-    flush();
-}
-
 /// The task that runs completions: waits on the ring's eventfd in tokio's epoll, then runs
 /// the deferred completions in one `io_uring_enter` and wakes their futures.
 pub async fn reaper() {

@@ -75,6 +75,12 @@ impl RingTcp {
         }
     }
 
+    /// The socket, leaving a [`RingTcp::closed`] one in its place (to move it out of a
+    /// stream enum by reference).
+    pub fn take(&mut self) -> RingTcp {
+        std::mem::replace(self, RingTcp::closed())
+    }
+
     fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_ref().expect("a ring socket's descriptor until it leaves").as_fd()
     }
@@ -102,7 +108,7 @@ impl RingTcp {
     /// the meantime (they are the next request: serve it) or a send is still in flight.
     pub fn leave(mut self) -> Result<TcpStream, RingTcp> {
         // The answer's send has usually completed long ago; its completion may still wait.
-        driver::settle();
+        driver::flush();
         if self.wr.get().op != NONE {
             let waker = std::task::Waker::noop();
             let mut cx = Context::from_waker(waker);
@@ -387,15 +393,17 @@ impl AsyncWrite for &RingTcp {
     }
 }
 
+/// The owned socket reads and writes as its shared reference does (the one place the I/O is
+/// written; `ClientStream`/`Socket` hold it owned, their split halves by reference).
 impl AsyncRead for RingTcp {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        self.poll_recv(cx, buf)
+        Pin::new(&mut &*self.get_mut()).poll_read(cx, buf)
     }
 }
 
 impl AsyncWrite for RingTcp {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        self.poll_send_parts(cx, &[buf])
+        Pin::new(&mut &*self.get_mut()).poll_write(cx, buf)
     }
     fn poll_write_vectored(
         self: Pin<&mut Self>,
@@ -408,7 +416,7 @@ impl AsyncWrite for RingTcp {
         true
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.poll_sent(cx)
+        Pin::new(&mut &*self.get_mut()).poll_flush(cx)
     }
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut &*self.get_mut()).poll_shutdown(cx)
