@@ -27,7 +27,8 @@ Rows:
 
 The proxy's CPU is user + system time of its processes (nginx: master and worker) over the
 run, from /proc. Every process is started and stopped by PID; loopback only; every run is
-bounded by its duration and a timeout. Prints one markdown table per row with the median and
+bounded by its duration and a timeout. CSWITCH_IO=epoll runs cswitch on its epoll data path
+(`[global] io`; default uring), for an A/B of the same binary. Prints one markdown table per row with the median and
 [min–max] over the repetitions, and cswitch's CPU ÷ each peer's, paired by repetition.
 """
 import os, re, shutil, signal, statistics, subprocess, sys, tempfile, time
@@ -75,6 +76,7 @@ def cswitch_config(d, row, cert, key):
     servers = ",\n".join(f'  {{ name = "o{i}", addr = "{a}" }}' for i, a in enumerate(ORIGINS))
     common = f"""[global]
 workers = 1
+io = "{os.environ.get('CSWITCH_IO', 'uring')}"
 grace_period = "0s"
 [access_log]
 enabled = false
