@@ -169,10 +169,12 @@ where
                 }
                 Some(Ok((req, respond))) => {
                     worker.shared.stats.inc(Counter::H2Streams);
-                    let s = stream::serve(Rc::clone(worker), open.listener(), Rc::clone(&conn), req, respond);
+                    // Boxed first, so the wrappers around it move a pointer rather than the
+                    // stream's whole future (a copy of a few KiB each).
+                    let s = Box::pin(stream::serve(Rc::clone(worker), open.listener(), Rc::clone(&conn), req, respond));
                     let s = StreamEnd(Rc::clone(&conn)).around(s);
                     // A task-local does not pass to spawned tasks: each stream says its listener.
-                    streams.spawn_local(Box::pin(Stats::on_listener(open.listener(), s)));
+                    streams.spawn_local(Stats::on_listener(open.listener(), s));
                 }
                 Some(Err(e)) => return connection_error(worker, &conn, &e),
                 None => return,
