@@ -23,7 +23,6 @@
 //! (HTTP/2 streams through the HTTP/1.1 phases).
 
 mod answer;
-mod drive;
 mod grpc;
 mod request;
 mod response;
@@ -37,7 +36,6 @@ use crate::floor::stats::{Counter, Stats};
 use crate::floor::stream::ClientStream;
 use crate::floor::worker::{BusyGuard, Open, Worker};
 use crate::http::Client;
-use drive::HandedOver;
 use rewind::Rewind;
 use std::cell::Cell;
 use std::net::SocketAddr;
@@ -120,12 +118,10 @@ impl Conn {
 /// past `client_idle`, or the switch shuts down (GOAWAY, in-flight streams finish).
 async fn run<T>(open: &Open, conn: Conn, io: T)
 where
-    T: AsyncRead + AsyncWrite + HandedOver + Unpin + 'static,
+    T: AsyncRead + AsyncWrite + Unpin + 'static,
 {
     let worker = &open.worker;
     let snap = worker.shared.snapshot.load_full();
-    // The crate is polled through `drive` (only when something of its own happened).
-    let (io, mut drive) = drive::gate(io);
     let Some(mut h2) = handshake(worker, &conn, &snap, io).await else { return };
     let conn = Rc::new(conn);
     let mut streams = JoinSet::new();
@@ -155,7 +151,7 @@ where
         // (and the branches' order needs no random number per turn).
         tokio::select! {
             biased;
-            next = std::future::poll_fn(|cx| drive.poll_accept(&mut h2, cx)) => match next {
+            next = h2.accept() => match next {
                 // Ended for the client's abuse: streams it opened before reading the GOAWAY
                 // are dropped (reset) uncounted, the connection was counted once.
                 Some(Ok(_)) if abandoned => {}
@@ -198,9 +194,6 @@ where
                 h2.graceful_shutdown();
             }
         }
-        // Whatever ended this turn (a stream, GOAWAY to send, streams reset), the crate has
-        // something to do: poll it at the next turn.
-        drive.poke();
         if worker.shutting_down() && draining.is_none() {
             draining = Some(BusyGuard::new(worker));
             if !closing {

@@ -18,11 +18,6 @@ impl<S> Rewind<S> {
     pub fn new(read: Vec<u8>, inner: S) -> Self {
         Rewind { read, at: 0, inner }
     }
-
-    /// The stream under the bytes given back.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
