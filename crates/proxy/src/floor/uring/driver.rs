@@ -4,10 +4,10 @@
 //! Memory safety rests on ownership: a send's buffer moves into its slot and stays there
 //! until the kernel's completion is reaped, even if the socket or future that asked for it is
 //! gone (the slot is then an orphan, freed by its completion); receives write only into the
-//! provided buffers (`bufs`), which the driver owns. A socket's descriptor is closed only
-//! after everything it queued reached the kernel ([`flush_if_queued`]): the kernel resolves
-//! a descriptor number at submission, and a number closed before that could name another
-//! connection by then.
+//! provided buffers (`bufs`), which the driver owns. A socket's descriptor is closed by the
+//! ring ([`close`]), queued after everything the socket queued: the kernel resolves a
+//! descriptor number at submission, in queue order, so no operation of the socket can find
+//! its number naming another connection.
 #![allow(unsafe_code)]
 
 use super::bufs::{self, BufRing};
@@ -15,7 +15,7 @@ use crate::floor::spares::SpareLimit;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::cell::RefCell;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::task::Waker;
 
 /// The user data of operations nobody waits for (cancellations).
@@ -44,8 +44,6 @@ struct Slot {
     send_len: u32,
     /// The owner left: the completion frees the slot (and gives back what it holds).
     orphan: bool,
-    /// The submission epoch it was queued in (see [`Driver::epoch`]).
-    epoch: u64,
     /// Not in use.
     free: bool,
     /// Counts the slot's uses: part of the user data, so a cancellation queued for an
@@ -61,9 +59,6 @@ pub struct Driver {
     free: Vec<u32>,
     /// Entries queued and not yet given to the kernel.
     queued: u32,
-    /// Counts submissions to the kernel: an operation queued in epoch `e` has reached the
-    /// kernel once `epoch > e`.
-    epoch: u64,
     spare_sends: Vec<Box<[u8]>>,
     /// How many of them to keep (what the last second's load used; see `floor::spares`).
     spare_limit: SpareLimit,
@@ -117,7 +112,6 @@ pub fn install() -> io::Result<()> {
         slots: Vec::new(),
         free: Vec::new(),
         queued: 0,
-        epoch: 0,
         spare_sends: Vec::new(),
         spare_limit: SpareLimit::new(8),
         eventfd,
@@ -189,6 +183,42 @@ pub async fn reaper() {
     }
 }
 
+impl Drop for Driver {
+    /// What was queued last (above all the closes of the sockets the worker's end dropped)
+    /// goes to the kernel before the ring does: an unsubmitted close would leave its
+    /// connection open for as long as the process lives.
+    fn drop(&mut self) {
+        self.submit();
+    }
+}
+
+/// A receive made now, not through the ring (`MSG_DONTWAIT`): straight into the reader's
+/// buffer, for a socket whose last receive filled its buffer (bulk: more is surely waiting,
+/// and one system call that returns it beats a round trip through the ring per 16 KiB).
+/// `Ok(None)`: nothing waiting.
+pub(super) fn recv_now(fd: BorrowedFd<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> io::Result<Option<usize>> {
+    // SAFETY: `recv` only writes initialised bytes into the unfilled part; `assume_init`
+    // below covers exactly what it wrote.
+    let room = unsafe { buf.unfilled_mut() };
+    match rustix::net::recv(fd, room, rustix::net::RecvFlags::DONTWAIT) {
+        Ok(((got, _), _)) => {
+            let n = got.len();
+            // SAFETY: `recv` initialised these `n` bytes.
+            unsafe { buf.assume_init(n) };
+            buf.advance(n);
+            Ok(Some(n))
+        }
+        Err(rustix::io::Errno::AGAIN) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Closes `fd` through the ring, after everything queued before it (nobody waits for it).
+pub(super) fn close(d: &mut Driver, fd: OwnedFd) {
+    let raw = fd.into_raw_fd();
+    d.queue(opcode::Close::new(types::Fd(raw)).build().user_data(IGNORED));
+}
+
 /// A receive of up to [`bufs::SIZE`] bytes from `fd` into a provided buffer.
 pub(super) fn recv(d: &mut Driver, fd: RawFd) -> u32 {
     let entry = opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), bufs::SIZE as u32)
@@ -215,7 +245,6 @@ impl Driver {
                 buf: None,
                 send_len: 0,
                 orphan: false,
-                epoch: 0,
                 free: true,
                 gen: 0,
             });
@@ -223,16 +252,7 @@ impl Driver {
         });
         let s = &mut self.slots[slot as usize];
         let gen = s.gen.wrapping_add(1);
-        *s = Slot {
-            done: None,
-            waker: None,
-            buf,
-            send_len,
-            orphan: false,
-            epoch: self.epoch,
-            free: false,
-            gen,
-        };
+        *s = Slot { done: None, waker: None, buf, send_len, orphan: false, free: false, gen };
         self.queue(entry.user_data(self.user_data(slot)));
         slot
     }
@@ -272,7 +292,6 @@ impl Driver {
         match entered {
             Ok(_) => {
                 self.queued = 0;
-                self.epoch += 1;
             }
             Err(e) if e.raw_os_error() == Some(libc::EINTR) || e.raw_os_error() == Some(libc::EBUSY) => {}
             Err(e) => tracing::error!(error = %e, "io_uring_enter failed"),
@@ -405,18 +424,6 @@ impl Driver {
         }
     }
 
-    /// Whether `slot`'s entry may still be waiting in the submission queue.
-    pub(super) fn unsubmitted(&self, slot: u32) -> bool {
-        self.slots[slot as usize].epoch == self.epoch && self.queued > 0
-    }
-
-    /// Submits now if an entry of `slots` has not reached the kernel (before a close).
-    pub(super) fn flush_if_queued(&mut self, slots: impl IntoIterator<Item = u32>) {
-        if slots.into_iter().any(|s| self.unsubmitted(s)) {
-            self.submit();
-        }
-    }
-
     /// Cancels a receive in flight and waits (in the kernel, briefly) until its completion is
     /// here: the socket can then leave the ring. Returns the completion (bytes that came
     /// meanwhile, or the cancellation).
@@ -430,7 +437,6 @@ impl Driver {
             // SAFETY: as in `enter`; waits for one completion at most.
             let _ = unsafe { self.ring.submitter().enter::<libc::sigset_t>(to_submit, 1, GETEVENTS, None) };
             self.queued = 0;
-            self.epoch += 1;
             // Others' completions came too: their futures are only scheduled by the wake.
             self.reap().into_iter().for_each(Waker::wake);
             if let Some(done) = self.slots[slot as usize].done {
