@@ -27,6 +27,7 @@ mod grpc;
 mod request;
 mod response;
 mod rewind;
+mod running;
 mod stream;
 
 use crate::floor::budget::Budget;
@@ -42,7 +43,6 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::task::JoinSet;
 
 /// Streams a client may open and reset before the switch has answered them, before the
 /// connection is closed with ENHANCE_YOUR_CALM (rapid reset, CVE-2023-44487).
@@ -92,6 +92,8 @@ pub(crate) struct Conn {
     /// When a stream of this connection last ended (its opening at first): the idle clock
     /// runs from there while no stream runs (`idle_deadline`).
     last_end: Cell<tokio::time::Instant>,
+    /// Its streams still running on the switch's side.
+    streams: running::Running,
     state: Slot,
 }
 
@@ -109,6 +111,7 @@ impl Conn {
             budget: Budget::new(limit),
             memory_refusals: Cell::new(0),
             last_end: Cell::new(clock::now()),
+            streams: running::Running::default(),
             state,
         }
     }
@@ -124,7 +127,9 @@ where
     let snap = worker.shared.snapshot.load_full();
     let Some(mut h2) = handshake(worker, &conn, &snap, io).await else { return };
     let conn = Rc::new(conn);
-    let mut streams = JoinSet::new();
+    // The streams still running when the connection ends are abandoned with it.
+    let _abandon = AbortOnExit(Rc::clone(&conn));
+    let streams = &conn.streams;
     let mut closing = false;
     // Closed for the client's abuse (rapid reset, the memory bound): nothing more is served.
     let mut abandoned = false;
@@ -143,9 +148,8 @@ where
     let idle = tokio::time::sleep(client_idle);
     tokio::pin!(idle);
     loop {
-        // Ended streams are collected here, without waiting for them (a wake-up of this
-        // task for each stream that ends would poll the h2 connection again).
-        while streams.try_join_next().is_some() {}
+        // Ended streams took themselves out, without waking this task (a wake-up polls the
+        // h2 connection again).
         conn.state.set(if streams.is_empty() { ConnState::Idle } else { ConnState::Busy });
         // Biased: the h2 connection first, as it is what wakes this task nearly always
         // (and the branches' order needs no random number per turn).
@@ -172,15 +176,15 @@ where
                     // Boxed first, so the wrappers around it move a pointer rather than the
                     // stream's whole future (a copy of a few KiB each).
                     let s = Box::pin(stream::serve(Rc::clone(worker), open.listener(), Rc::clone(&conn), req, respond));
-                    let s = StreamEnd(Rc::clone(&conn)).around(s);
+                    let slot = streams.reserve();
+                    let s = StreamEnd(Rc::clone(&conn), running::Slot::of(&slot)).around(s);
                     // A task-local does not pass to spawned tasks: each stream says its listener.
-                    streams.spawn_local(Stats::on_listener(open.listener(), s));
+                    streams.spawn(&slot, Stats::on_listener(open.listener(), s));
                 }
                 Some(Err(e)) => return connection_error(worker, &conn, &e),
                 None => return,
             },
             () = &mut idle, if !closing => {
-                while streams.try_join_next().is_some() {}
                 match idle_deadline(&conn, streams.is_empty(), client_idle) {
                     Some(later) => idle.as_mut().reset(later),
                     None => {
@@ -218,9 +222,9 @@ fn idle_deadline(conn: &Conn, no_streams: bool, limit: Duration) -> Option<tokio
     (due > now).then_some(due)
 }
 
-/// A running stream: when its task ends (or is aborted) it notes the time on its
-/// connection, for the idle clock.
-struct StreamEnd(Rc<Conn>);
+/// A running stream: when its task ends (or is aborted) it leaves its connection's
+/// running streams and notes the time, for the idle clock.
+struct StreamEnd(Rc<Conn>, running::Slot);
 
 impl StreamEnd {
     /// `stream`, noted when it ends.
@@ -232,7 +236,17 @@ impl StreamEnd {
 
 impl Drop for StreamEnd {
     fn drop(&mut self) {
+        self.0.streams.ended(&self.1);
         self.0.last_end.set(clock::now());
+    }
+}
+
+/// Aborts a connection's running streams when it ends.
+struct AbortOnExit(Rc<Conn>);
+
+impl Drop for AbortOnExit {
+    fn drop(&mut self) {
+        self.0.streams.abort_all();
     }
 }
 
