@@ -13,6 +13,7 @@
 //! | part | file |
 //! |---|---|
 //! | the connection: handshake, settings, streams, idle end, shutdown | `mod.rs` |
+//! | the connection's running streams (aborted when it ends) | `running.rs` |
 //! | bytes read before the wing took over (the preface) | `rewind.rs` |
 //! | one stream: the pipe, the request body, the answer | `stream.rs` |
 //! | h2 request → HTTP/1.1 head, with the smuggling checks | `request.rs` |
