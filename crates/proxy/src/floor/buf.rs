@@ -149,6 +149,18 @@ impl IoBuf {
         self.data.extend_from_slice(bytes);
     }
 
+    /// Puts bytes in front of the filled ones, growing past the capacity if it must (bytes a
+    /// tunnel's cancelled send had not sent, `uring::RingTcp::into_tokio`).
+    pub fn prepend(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        let after = self.filled().to_vec();
+        self.clear();
+        self.put(bytes);
+        self.put(&after);
+    }
+
     /// Appends bytes, growing past the capacity if it must (tests fill buffers this way;
     /// a tunnel takes the bytes the ring received for it, `uring::RingTcp::into_tokio`).
     pub fn extend(&mut self, bytes: &[u8]) {

@@ -1,12 +1,14 @@
 //! A TCP socket: tokio's, or on a worker with a ring (`[global] io = "uring"`) one served by
-//! the ring (`floor::uring`). Every connection to a server is one, and so is the socket under
-//! a TLS session the switch terminates. Either reads and writes as the phases expect; a
-//! pooled idle server connection answers "still usable?" without a syscall (the reactor's
-//! readiness, or the ring's receive kept in flight while it waits in the pool).
+//! the ring (`floor::uring`). Every connection to a server is one, and so are the socket
+//! under a TLS session the switch terminates and a TLS passthrough client's. Either reads and
+//! writes as the phases expect; a pooled idle server connection answers "still usable?"
+//! without a syscall (the reactor's readiness, or the ring's receive kept in flight while it
+//! waits in the pool).
 
 use crate::floor::buf::IoBuf;
 use crate::floor::uring::RingTcp;
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -54,13 +56,30 @@ impl Socket {
         }
     }
 
-    /// A ring connection becomes a tokio one (a tunnel begins: see `RingTcp::into_tokio`);
-    /// bytes the ring held go to the end of `sbuf`.
-    pub async fn settle(&mut self, sbuf: &mut IoBuf) {
+    /// A ring connection becomes a tokio one (a paused tunnel: see `RingTcp::into_tokio`):
+    /// bytes the ring received go to the end of `received`, bytes it had not sent yet to the
+    /// front of `unsent`.
+    pub fn settle(&mut self, received: &mut IoBuf, unsent: &mut IoBuf) {
         if let Socket::Ring(r) = self {
-            if let Ok(tcp) = r.take().into_tokio(sbuf).await {
+            if let Ok(tcp) = r.take().into_tokio(received, unsent) {
                 *self = Socket::Tcp(tcp);
             }
+        }
+    }
+
+    /// The tokio socket, when it is one (a one-way hand-off acts on it directly).
+    pub fn tcp(&self) -> Option<&TcpStream> {
+        match self {
+            Socket::Tcp(s) => Some(s),
+            Socket::Ring(_) => None,
+        }
+    }
+
+    /// The address the peer connected to (for a client's socket: the listener's).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            Socket::Tcp(s) => s.local_addr(),
+            Socket::Ring(r) => r.local_addr(),
         }
     }
 

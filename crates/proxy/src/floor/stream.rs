@@ -117,11 +117,12 @@ impl ClientStream {
         }
     }
 
-    /// A ring connection becomes a tokio one (a tunnel begins: see `RingTcp::into_tokio`);
-    /// bytes the ring held go to the end of `cbuf`.
-    pub async fn settle(&mut self, cbuf: &mut crate::floor::buf::IoBuf) {
+    /// A ring connection becomes a tokio one (a paused tunnel: see `RingTcp::into_tokio`):
+    /// bytes the ring received go to the end of `received`, bytes it had not sent yet to the
+    /// front of `unsent`.
+    pub fn settle(&mut self, received: &mut crate::floor::buf::IoBuf, unsent: &mut crate::floor::buf::IoBuf) {
         if let ClientStream::Ring(r) = self {
-            if let Ok(tcp) = r.take().into_tokio(cbuf).await {
+            if let Ok(tcp) = r.take().into_tokio(received, unsent) {
                 *self = ClientStream::Plain(tcp);
             }
         }

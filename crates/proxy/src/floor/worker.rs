@@ -79,15 +79,16 @@ impl Worker {
     }
 
     /// Whether connections of `listener` are served through the ring: HTTP (plain or TLS
-    /// terminated here) on a two-way listener (a one-way hand-off needs the socket with no
-    /// byte held in user space) on a worker that has one.
+    /// terminated here) and TLS passthrough on a two-way listener (a one-way hand-off needs
+    /// the socket with no byte held in user space) on a worker that has one. Mail stays on
+    /// epoll (its relay's many small exchanges, not measured on the ring yet).
     pub fn ring_serves(&self, listener: usize) -> bool {
         if !self.ring {
             return false;
         }
         let snap = self.shared.snapshot.load();
         let (l, c) = (&snap.listeners[listener], &snap.config.listeners[listener]);
-        l.protocol == config::Protocol::Http && c.mode != config::Mode::OneWay
+        matches!(l.protocol, config::Protocol::Http | config::Protocol::Tls) && c.mode != config::Mode::OneWay
     }
 
     /// A new client connection's id (unique within this worker).

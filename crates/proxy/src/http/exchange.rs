@@ -139,7 +139,6 @@ impl<'a> Txn<'a> {
                 let (listener, peer, server) = (self.listener, self.client.peer, Some(up.server));
                 let from = Origin { listener, peer, kind: "websocket", server };
                 let (client, sbuf) = (&mut self.client.stream, &mut self.s.sbuf);
-                client.settle(cbuf).await;
                 let carried = moving::run(worker, from, client, cbuf, &mut up.stream, sbuf, idle).await;
                 self.outcome.bytes_in += carried.up;
                 self.outcome.bytes_out += carried.down;

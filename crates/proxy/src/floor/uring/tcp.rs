@@ -143,11 +143,19 @@ impl RingTcp {
         Ok(stream)
     }
 
-    /// Leaves the ring for good, for tokio's epoll (a tunnel: long-lived, and it must be able
-    /// to move to a new process as a bare socket): waits for the send in flight, cancels the
-    /// receive; bytes the ring received that nobody read yet are appended to `leftover`.
-    pub async fn into_tokio(mut self, leftover: &mut IoBuf) -> io::Result<tokio::net::TcpStream> {
-        std::future::poll_fn(|cx| self.poll_sent(cx)).await?;
+    /// Leaves the ring for good, for tokio's epoll (a paused tunnel that moves to a new
+    /// process as a bare socket): the send in flight is cancelled and the bytes it had not
+    /// sent go to the front of `unsent` (they come before what that buffer holds for this
+    /// socket); the receive is cancelled and the bytes the ring received that nobody read
+    /// yet go to the end of `received`. Nothing waits for the peer: a peer that reads nothing
+    /// cannot hold the move.
+    pub fn into_tokio(
+        mut self,
+        received: &mut IoBuf,
+        unsent: &mut IoBuf,
+    ) -> io::Result<tokio::net::TcpStream> {
+        unsent.prepend(&self.cancel_send());
+        let leftover = received;
         let rd = self.rd.get();
         if rd.op != NONE {
             let (res, flags) = with(|d| d.cancel_now(rd.op));
@@ -161,6 +169,23 @@ impl RingTcp {
         let stream = TcpStream::from(fd);
         stream.set_nonblocking(true)?;
         tokio::net::TcpStream::from_std(stream)
+    }
+
+    /// Cancels the send in flight; the bytes it had not sent (a send that completed whole
+    /// left none).
+    fn cancel_send(&self) -> Vec<u8> {
+        let wr = self.wr.get();
+        if wr.op == NONE {
+            return Vec::new();
+        }
+        let (res, _) = with(|d| d.cancel_now(wr.op));
+        let from = (wr.start + res.max(0) as u32) as usize;
+        let buf = with(|d| d.take_send(wr.op));
+        let unsent =
+            buf.map(|b| b.get(from..wr.end as usize).unwrap_or_default().to_vec()).unwrap_or_default();
+        let err = if res < 0 && res != -libc::ECANCELED { res } else { 0 };
+        self.wr.set(WriteSide { op: NONE, start: 0, end: 0, err });
+        unsent
     }
 
     /// Whether reading now would not wait: bytes or the end of the stream are here.

@@ -6,6 +6,12 @@
 //! is lost, repeated or reordered, and both TCP connections are the same ones. Only a
 //! plain TCP client can move (a TLS session terminated here cannot: ADR 0016); a tunnel
 //! that cannot move, or whose hand-over fails, goes on here until it ends.
+//!
+//! A tunnel's sockets stay where they are (the worker's io_uring, or epoll) while it runs;
+//! at the pause, sockets on the ring leave it ([`leave_ring`]): a send in flight is
+//! cancelled and what it had not sent goes back to the front of its direction's buffer, a
+//! receive in flight is cancelled and what it had received goes to the end of its
+//! direction's buffer, so the bare sockets and the buffers hold the whole tunnel.
 
 use super::{run_until, Carried};
 use crate::floor::buf::IoBuf;
@@ -23,17 +29,29 @@ use tokio::net::TcpStream;
 /// A client end whose socket can be passed on as it is (plain TCP: no state of this
 /// process's in the stream).
 pub trait Movable {
+    /// Whether it is plain TCP (on epoll or the ring): it can move once it left the ring.
+    fn plain(&self) -> bool;
     /// The socket, when nothing but the socket holds the connection's state.
     fn movable(&self) -> Option<BorrowedFd<'_>>;
+    /// Takes it off the ring, if it is there (`RingTcp::into_tokio`): bytes the ring
+    /// received go to the end of `received`, bytes it had not sent to the front of `unsent`.
+    fn settle(&mut self, received: &mut IoBuf, unsent: &mut IoBuf);
 }
 
 impl Movable for TcpStream {
+    fn plain(&self) -> bool {
+        true
+    }
     fn movable(&self) -> Option<BorrowedFd<'_>> {
         Some(self.as_fd())
     }
+    fn settle(&mut self, _: &mut IoBuf, _: &mut IoBuf) {}
 }
 
 impl Movable for ClientStream {
+    fn plain(&self) -> bool {
+        matches!(self, ClientStream::Plain(_) | ClientStream::Ring(_))
+    }
     fn movable(&self) -> Option<BorrowedFd<'_>> {
         match self {
             ClientStream::Plain(s) => Some(s.as_fd()),
@@ -41,6 +59,21 @@ impl Movable for ClientStream {
             ClientStream::Ring(r) => r.idle_fd(),
             ClientStream::Tls(_) | ClientStream::Piped(_) => None,
         }
+    }
+    fn settle(&mut self, received: &mut IoBuf, unsent: &mut IoBuf) {
+        ClientStream::settle(self, received, unsent);
+    }
+}
+
+impl Movable for Socket {
+    fn plain(&self) -> bool {
+        true
+    }
+    fn movable(&self) -> Option<BorrowedFd<'_>> {
+        Socket::movable(self)
+    }
+    fn settle(&mut self, received: &mut IoBuf, unsent: &mut IoBuf) {
+        Socket::settle(self, received, unsent);
     }
 }
 
@@ -70,9 +103,7 @@ pub async fn run<C: AsyncRead + AsyncWrite + Unpin + Movable>(
     idle: Duration,
 ) -> Carried {
     let mut total = Carried::default();
-    // A tunnel lives on epoll: as a bare socket it can move to a new process.
-    server.settle(sbuf).await;
-    let mut may_move = client.movable().is_some();
+    let mut may_move = client.plain();
     loop {
         let pause = async {
             if may_move {
@@ -85,13 +116,14 @@ pub async fn run<C: AsyncRead + AsyncWrite + Unpin + Movable>(
         total.up += carried.up;
         total.down += carried.down;
         if !paused {
-            if client.movable().is_none() {
+            if !client.plain() {
                 if let Some(handover) = worker.shared.handing_over() {
                     handover.note_tunnel_kept(); // it ended here during a hand-over
                 }
             }
             return total;
         }
+        leave_ring(client, cbuf, server, sbuf);
         match move_out(worker, from, client, cbuf, server, sbuf) {
             Ok(()) => {
                 total.moved = true;
@@ -101,6 +133,14 @@ pub async fn run<C: AsyncRead + AsyncWrite + Unpin + Movable>(
             Err(()) => may_move = false,
         }
     }
+}
+
+/// Takes both sockets of a paused tunnel off the ring. The client's unsent bytes came from
+/// the server (`sbuf`'s direction) and the server's from the client; what each received goes
+/// after what its direction's buffer holds.
+fn leave_ring<C: Movable>(client: &mut C, cbuf: &mut IoBuf, server: &mut Socket, sbuf: &mut IoBuf) {
+    client.settle(cbuf, sbuf);
+    Movable::settle(server, sbuf, cbuf);
 }
 
 /// Completes once this worker hands its connections to a binary upgrade's new process
