@@ -1,67 +1,46 @@
-//! Header fields: validation through httparse, span collection, and the fields that decide
+//! Header fields: their bytes validated (over the pre-scan's spans), and the fields that decide
 //! framing and persistence (Content-Length, Transfer-Encoding, Connection, Host, ...).
 
 use crate::error::HeadError;
 use crate::head::{HeaderSpan, Span, Version};
-use crate::scan::Found;
 use crate::syntax::{is_token, list_elements};
-use std::mem::MaybeUninit;
 
-/// Header slots on the stack; heads with more fields (only possible when `max_headers`
-/// is configured above this) take one heap allocation per parse instead.
-const STACK_HEADERS: usize = 128;
-
-/// Which start line httparse should expect.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Request,
-    Response,
+/// Checks the bytes of every field line the pre-scan found (`spans`): the name a token
+/// (RFC 9110 §5.6.2), the value, with the whitespace around it, visible bytes, SP, HTAB and
+/// obs-text (RFC 9110 §5.5: no CTL such as NUL, no DEL). The pre-scan already refused
+/// bare CR/LF, obs-fold, whitespace before the colon and a missing colon, and the start
+/// line is parsed by its own head type, so this is all httparse added: one pass over the
+/// field lines instead of parsing the head a second time (ADR 0022; a property test holds
+/// it to httparse's answer).
+pub(crate) fn validate(head: &[u8], spans: &[HeaderSpan]) -> Result<(), HeadError> {
+    let (Some(first), Some(last)) = (spans.first(), spans.last()) else { return Ok(()) };
+    // The lines' CRLFs are the only CR and LF in there (the pre-scan split them), and a
+    // token is text: every byte from the first field to the last is text or a line end.
+    let lines = head.get(first.line.start as usize..last.line.end as usize).unwrap_or_default();
+    if !text_or_line_ends(lines)
+        || !spans.iter().all(|h| h.name.slice(head).iter().all(|&b| TCHAR[b as usize]))
+    {
+        return Err(HeadError::BadHeader);
+    }
+    Ok(())
 }
 
-/// Runs httparse over a complete head as a validator: token bytes in the method and field
-/// names, visible bytes in the target and values (RFC 9110 §5.5: no CTL such as NUL).
-pub(crate) fn validate(head: &[u8], found: &Found, kind: Kind) -> Result<(), HeadError> {
-    if found.fields <= STACK_HEADERS {
-        let mut slots = [MaybeUninit::<httparse::Header>::uninit(); STACK_HEADERS];
-        run_httparse(head, &mut slots, kind)
-    } else {
-        let mut slots = vec![MaybeUninit::<httparse::Header>::uninit(); found.fields];
-        run_httparse(head, &mut slots, kind)
+/// `tchar` as a table: one load per byte of a field name.
+static TCHAR: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = crate::syntax::is_tchar(b as u8);
+        b += 1;
     }
-}
+    t
+};
 
-fn run_httparse<'b>(
-    head: &'b [u8],
-    slots: &mut [MaybeUninit<httparse::Header<'b>>],
-    kind: Kind,
-) -> Result<(), HeadError> {
-    let config = httparse::ParserConfig::default();
-    let status = match kind {
-        Kind::Request => {
-            let mut req = httparse::Request::new(&mut []);
-            config.parse_request_with_uninit_headers(&mut req, head, slots)
-        }
-        Kind::Response => {
-            let mut resp = httparse::Response::new(&mut []);
-            config.parse_response_with_uninit_headers(&mut resp, head, slots)
-        }
-    };
-    match status {
-        Ok(httparse::Status::Complete(n)) if n == head.len() => Ok(()),
-        // The pre-scan found the end of the head; httparse disagreeing is a malformed head.
-        Ok(_) => Err(HeadError::BadHeader),
-        Err(e) => Err(map_httparse(e)),
-    }
-}
-
-fn map_httparse(e: httparse::Error) -> HeadError {
-    match e {
-        httparse::Error::HeaderName | httparse::Error::HeaderValue => HeadError::BadHeader,
-        httparse::Error::NewLine => HeadError::BareLineEnd,
-        httparse::Error::Status => HeadError::BadStatus,
-        httparse::Error::Token | httparse::Error::Version => HeadError::BadStartLine,
-        httparse::Error::TooManyHeaders => HeadError::TooManyHeaders,
-    }
+/// Whether every byte is `is_text`, CR or LF: without an early exit or a branch per byte,
+/// so the compiler checks many bytes per instruction.
+fn text_or_line_ends(s: &[u8]) -> bool {
+    let bad = |b: u8| u8::from(((b < 0x20) & (b != b'\t') & (b != b'\r') & (b != b'\n')) | (b == 0x7f));
+    s.iter().fold(0u8, |acc, &b| acc | bad(b)) == 0
 }
 
 /// What the framing and persistence fields say, gathered in one pass.

@@ -10,19 +10,19 @@
 //! Layout: `head` (shared span/header types), `request`, `response`, `body` (length and
 //! chunked scanning), `rewrite` (forwarded heads), `error` (every refusal, with its status).
 //! Private: `scan` (the cheap pre-scan that finds the end of a head and enforces line
-//! rules), `fields` (httparse validation, header spans, framing fields), `chunked` (the
+//! rules), `fields` (the field bytes' validation, framing fields), `chunked` (the
 //! chunked-coding state machine), `syntax` (tokens, lists, OWS). Tests live in `tests/`.
 //!
 //! ALLOCATION: `RequestHead` / `ResponseHead` keep a `Vec` of header spans that is reused
 //! across parses (`parse` clears it), so a keep-alive connection parses without allocating.
-//! httparse's header slots live on the stack (128 of them); only a head with more fields
-//! than that (possible when `max_headers` is set above 128) costs one allocation per parse.
+//! Field names and values are validated over the spans the pre-scan recorded (no second
+//! parse of the head, ADR 0022).
 //! The body scanner and the head writers allocate nothing (the writers grow `out` only).
 //!
 //! INCREMENTAL PARSING: callers re-call `parse` on the growing buffer after each read. While
 //! the head is incomplete a call costs one `memchr2` pass per line of the bytes so far and
-//! nothing else (no httparse, no spans); errors in the lines already received are returned
-//! at once, and `HeadTooLarge` as soon as `max_head_bytes` bytes hold no complete head.
+//! nothing else (the field bytes are validated once the head is whole); errors in the lines
+//! already received are returned at once, and `HeadTooLarge` as soon as `max_head_bytes` bytes hold no complete head.
 
 mod body;
 mod chunked;

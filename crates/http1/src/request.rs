@@ -2,7 +2,7 @@
 
 use crate::body::BodyKind;
 use crate::error::HeadError;
-use crate::fields::{self, Fields, Kind};
+use crate::fields::{self, Fields};
 use crate::head::{span, HeadLimits, HeaderSpan, Parse, Span, Version};
 use crate::scan;
 use crate::syntax::is_token;
@@ -92,7 +92,7 @@ impl RequestHead {
         let line = head.get(found.start..found.start_line_end).unwrap_or_default();
         let (method, target, version) = parse_request_line(line, found.start)?;
         let authority = target_form(method.slice(buf), target.slice(buf), target)?;
-        fields::validate(head, &found, Kind::Request)?;
+        fields::validate(head, &self.headers)?;
         let f = fields::analyze(head, &self.headers)?;
         // RFC 9112 §3.2: 400 for an HTTP/1.1 request without Host, and for any request
         // with more than one.

@@ -2,7 +2,7 @@
 
 use crate::body::BodyKind;
 use crate::error::HeadError;
-use crate::fields::{self, Fields, Kind};
+use crate::fields::{self, Fields};
 use crate::head::{span, HeadLimits, HeaderSpan, Parse, Span, Version};
 use crate::scan;
 use crate::syntax::is_text;
@@ -68,7 +68,7 @@ impl ResponseHead {
         let head = buf.get(..found.head_len).unwrap_or(buf);
         let line = head.get(..found.start_line_end).unwrap_or_default();
         let (version, status, reason) = parse_status_line(line)?;
-        fields::validate(head, &found, Kind::Response)?;
+        fields::validate(head, &self.headers)?;
         let f = fields::analyze(head, &self.headers)?;
         fields::check_framing(&f, version)?;
         let body = response_body(&f, status, request_was_head);

@@ -1,5 +1,5 @@
-//! The pre-scan of a head: finds its end and enforces the line-level rules httparse is
-//! lenient about, before any full parse.
+//! The pre-scan of a head: finds its end and enforces the line-level rules (which a lenient
+//! parser would let through), before anything else looks at it.
 //!
 //! Callers re-call `parse` after every read on a growing buffer, so this is the part that
 //! runs on incomplete heads: one `memchr2` per line, and it refuses as soon
@@ -22,8 +22,6 @@ pub(crate) struct Found {
     pub start_line_end: usize,
     /// Length of the head including the final empty line.
     pub head_len: usize,
-    /// Number of field lines.
-    pub fields: usize,
 }
 
 /// Looks for a complete, line-valid head at the start of `buf`.
@@ -70,7 +68,7 @@ pub(crate) fn find_head(
             None => start_line_end = Some(cr),
             Some(start_line_end) if cr == pos => {
                 let head_len = cr + 2;
-                return Ok(Some(Found { start, start_line_end, head_len, fields }));
+                return Ok(Some(Found { start, start_line_end, head_len }));
             }
             Some(_) => {
                 let line = window.get(pos..cr).unwrap_or_default();
@@ -127,7 +125,7 @@ fn next_line_end(window: &[u8], pos: usize) -> Result<Option<usize>, HeadError> 
 }
 
 /// Line-level checks on one field line (without its CRLF); returns the colon's offset. The
-/// bytes of name and value are checked later by httparse.
+/// bytes of name and value are checked once the head is whole (`fields::validate`).
 fn check_field_line(line: &[u8]) -> Result<usize, HeadError> {
     // RFC 9112 §5.2: obs-fold in a request must be refused (or replaced, which we don't do);
     // §2.2: whitespace between the start line and the first field, likewise.

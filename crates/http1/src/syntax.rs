@@ -1,7 +1,7 @@
 //! Byte-level grammar shared by heads, bodies and the rewriter (RFC 9110 §5.6).
 
 /// `tchar` (RFC 9110 §5.6.2): the bytes of a token.
-pub(crate) fn is_tchar(b: u8) -> bool {
+pub(crate) const fn is_tchar(b: u8) -> bool {
     matches!(b,
         b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z'
         | b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+'

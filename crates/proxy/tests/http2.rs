@@ -364,8 +364,8 @@ async fn a_zero_window_stall_is_reset_after_client_io() {
 }
 
 /// A connection whose streams have all ended is idle: after `client_idle` it gets GOAWAY.
-/// The idle clock starts when its last stream ends (the stream's end wakes the
-/// connection, which does not wait on each stream's task).
+/// The idle clock starts when its last stream ends (the stream's end notes the time; the
+/// connection's one idle timer looks when it fires).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_whose_streams_ended_gets_goaway_after_client_idle() {
     use raw::Raw;
@@ -377,6 +377,28 @@ async fn a_connection_whose_streams_ended_gets_goaway_after_client_idle() {
     assert_eq!(raw.goaway().await, Some(0), "GOAWAY NO_ERROR");
     let waited = answered.elapsed();
     assert!(waited >= Duration::from_millis(600) && waited < Duration::from_secs(3), "{waited:?}");
+}
+
+/// A client that goes away with a stream in flight: the stream is abandoned with its
+/// connection (its exchange with the server is not carried on for an answer nobody can
+/// read), so no access-log line comes when the server answers; another connection is
+/// served and logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_of_a_connection_that_went_away_are_abandoned() {
+    use raw::Raw;
+    let r = rig("gone", "log").await;
+    let log = r.dir.join("access.log");
+    let mut raw = Raw::open(r.addr).await;
+    assert!(raw.send(&Raw::get(1, "/slow/1000")).await);
+    let seen = support::wait_until(Duration::from_secs(5), || r.origin("w").requests().len() == 1).await;
+    assert!(seen, "the server got the request");
+    drop(raw);
+    let a = support::get_with(r.addr, "/a/after", &[]).await;
+    assert_eq!(a.status, 200, "other connections are served");
+    tokio::time::sleep(Duration::from_millis(1800)).await; // the server answered at 1 s
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("\"GET /a/after HTTP/2.0\" 200"), "{text}");
+    assert!(!text.contains("/slow/1000"), "{text}");
 }
 
 /// Shutdown with a stream in flight: the stream is answered whole, then the connection

@@ -7,6 +7,7 @@ mod response;
 mod rewrite;
 mod rewrite_props;
 mod smuggling;
+mod validate;
 
 use crate::{HeadError, HeadLimits, Parse, RequestHead, ResponseHead};
 

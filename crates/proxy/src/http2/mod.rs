@@ -13,6 +13,7 @@
 //! | part | file |
 //! |---|---|
 //! | the connection: handshake, settings, streams, idle end, shutdown | `mod.rs` |
+//! | the connection's running streams (aborted when it ends) | `running.rs` |
 //! | bytes read before the wing took over (the preface) | `rewind.rs` |
 //! | one stream: the pipe, the request body, the answer | `stream.rs` |
 //! | h2 request → HTTP/1.1 head, with the smuggling checks | `request.rs` |
@@ -27,9 +28,11 @@ mod grpc;
 mod request;
 mod response;
 mod rewind;
+mod running;
 mod stream;
 
 use crate::floor::budget::Budget;
+use crate::floor::clock;
 use crate::floor::conns::{ConnState, Slot};
 use crate::floor::stats::{Counter, Stats};
 use crate::floor::stream::ClientStream;
@@ -41,7 +44,6 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::task::JoinSet;
 
 /// Streams a client may open and reset before the switch has answered them, before the
 /// connection is closed with ENHANCE_YOUR_CALM (rapid reset, CVE-2023-44487).
@@ -88,9 +90,11 @@ pub(crate) struct Conn {
     pub budget: Rc<Budget>,
     /// Streams refused because the budget was full.
     memory_refusals: Cell<usize>,
-    /// Streams whose tasks are still running, and the wake-up when the last one ends.
-    running: Cell<usize>,
-    quiet: tokio::sync::Notify,
+    /// When a stream of this connection last ended (its opening at first): the idle clock
+    /// runs from there while no stream runs (`idle_deadline`).
+    last_end: Cell<tokio::time::Instant>,
+    /// Its streams still running on the switch's side.
+    streams: running::Running,
     state: Slot,
 }
 
@@ -107,8 +111,8 @@ impl Conn {
             served: Cell::new(false),
             budget: Budget::new(limit),
             memory_refusals: Cell::new(0),
-            running: Cell::new(0),
-            quiet: tokio::sync::Notify::new(),
+            last_end: Cell::new(clock::now()),
+            streams: running::Running::default(),
             state,
         }
     }
@@ -124,7 +128,9 @@ where
     let snap = worker.shared.snapshot.load_full();
     let Some(mut h2) = handshake(worker, &conn, &snap, io).await else { return };
     let conn = Rc::new(conn);
-    let mut streams = JoinSet::new();
+    // The streams still running when the connection ends are abandoned with it.
+    let _abandon = AbortOnExit(Rc::clone(&conn));
+    let streams = &conn.streams;
     let mut closing = false;
     // Closed for the client's abuse (rapid reset, the memory bound): nothing more is served.
     let mut abandoned = false;
@@ -136,14 +142,20 @@ where
     // has opened streams faster than it let them finish, by resetting them (the crate
     // frees a client's stream count at its RST_STREAM, while the request goes on here).
     let max_running = 2 * snap.config.limits.h2_max_concurrent_streams;
+    // One timer for the idle clock, re-armed only when it fires: a stream's end does not
+    // wake this task (a wake-up polls the h2 connection, its costliest part), it only
+    // notes the time (`StreamEnd`); the timer, when it fires, looks at what ran meanwhile.
+    let client_idle = snap.config.timeouts.client_idle;
+    let idle = tokio::time::sleep(client_idle);
+    tokio::pin!(idle);
     loop {
-        // Ended streams are collected here, without waiting for them: a wake-up of this
-        // task for each stream that ends would poll the h2 connection again (its costliest
-        // part); only the last one wakes it (`StreamEnd`), to start the idle clock.
-        while streams.try_join_next().is_some() {}
+        // Ended streams took themselves out, without waking this task (a wake-up polls the
+        // h2 connection again).
         conn.state.set(if streams.is_empty() { ConnState::Idle } else { ConnState::Busy });
-        let idle = idle_wait(streams.is_empty(), snap.config.timeouts.client_idle);
+        // Biased: the h2 connection first, as it is what wakes this task nearly always
+        // (and the branches' order needs no random number per turn).
         tokio::select! {
+            biased;
             next = h2.accept() => match next {
                 // Ended for the client's abuse: streams it opened before reading the GOAWAY
                 // are dropped (reset) uncounted, the connection was counted once.
@@ -162,18 +174,25 @@ where
                 }
                 Some(Ok((req, respond))) => {
                     worker.shared.stats.inc(Counter::H2Streams);
-                    let s = stream::serve(Rc::clone(worker), open.listener(), Rc::clone(&conn), req, respond);
-                    let s = StreamEnd::counted(&conn).around(s);
+                    // Boxed first, so the wrappers around it move a pointer rather than the
+                    // stream's whole future (a copy of a few KiB each).
+                    let s = Box::pin(stream::serve(Rc::clone(worker), open.listener(), Rc::clone(&conn), req, respond));
+                    let slot = streams.reserve();
+                    let s = StreamEnd(Rc::clone(&conn), running::Slot::of(&slot)).around(s);
                     // A task-local does not pass to spawned tasks: each stream says its listener.
-                    streams.spawn_local(Box::pin(Stats::on_listener(open.listener(), s)));
+                    streams.spawn(&slot, Stats::on_listener(open.listener(), s));
                 }
                 Some(Err(e)) => return connection_error(worker, &conn, &e),
                 None => return,
             },
-            () = conn.quiet.notified(), if !streams.is_empty() => {}
-            () = idle, if !closing => {
-                closing = true;
-                h2.graceful_shutdown();
+            () = &mut idle, if !closing => {
+                match idle_deadline(&conn, streams.is_empty(), client_idle) {
+                    Some(later) => idle.as_mut().reset(later),
+                    None => {
+                        closing = true;
+                        h2.graceful_shutdown();
+                    }
+                }
             }
             () = worker.shutdown.notified(), if !closing => {
                 closing = true;
@@ -190,17 +209,26 @@ where
     }
 }
 
-/// A running stream, counted on its connection until its task ends (or is aborted); the
-/// last one to end wakes the connection.
-struct StreamEnd(Rc<Conn>);
+/// When the idle timer should fire next, or `None` when the connection has been without a
+/// stream for `limit`: while streams run, `limit` from now; else `limit` after the last one
+/// ended.
+fn idle_deadline(conn: &Conn, no_streams: bool, limit: Duration) -> Option<tokio::time::Instant> {
+    // The precise clock: the coarse one may lag the timer by a tick, which would re-arm it
+    // for a moment already past, over and over until the tick.
+    let now = tokio::time::Instant::now();
+    if !no_streams {
+        return Some(now + limit);
+    }
+    let due = conn.last_end.get() + limit;
+    (due > now).then_some(due)
+}
+
+/// A running stream: when its task ends (or is aborted) it leaves its connection's
+/// running streams and notes the time, for the idle clock.
+struct StreamEnd(Rc<Conn>, running::Slot);
 
 impl StreamEnd {
-    fn counted(conn: &Rc<Conn>) -> StreamEnd {
-        conn.running.set(conn.running.get() + 1);
-        StreamEnd(Rc::clone(conn))
-    }
-
-    /// `stream`, counted while it runs.
+    /// `stream`, noted when it ends.
     async fn around<F: std::future::Future<Output = ()>>(self, stream: F) {
         stream.await;
         drop(self);
@@ -209,11 +237,17 @@ impl StreamEnd {
 
 impl Drop for StreamEnd {
     fn drop(&mut self) {
-        let left = self.0.running.get().saturating_sub(1);
-        self.0.running.set(left);
-        if left == 0 {
-            self.0.quiet.notify_one();
-        }
+        self.0.streams.ended(&self.1);
+        self.0.last_end.set(clock::now());
+    }
+}
+
+/// Aborts a connection's running streams when it ends.
+struct AbortOnExit(Rc<Conn>);
+
+impl Drop for AbortOnExit {
+    fn drop(&mut self) {
+        self.0.streams.abort_all();
     }
 }
 
@@ -257,15 +291,6 @@ fn builder(snap: &crate::floor::snapshot::Snapshot) -> h2::server::Builder {
         .max_local_error_reset_streams(Some(MAX_ERROR_RESETS))
         .max_send_buffer_size(64 * 1024);
     b
-}
-
-/// Waits `limit` while the connection has no stream; forever while it has some.
-async fn idle_wait(no_streams: bool, limit: Duration) {
-    if no_streams {
-        tokio::time::sleep(limit).await;
-    } else {
-        std::future::pending::<()>().await;
-    }
 }
 
 /// Ends a connection whose client resets streams to open more than it may (rapid reset,

@@ -98,16 +98,23 @@ fn translate(buf: &[u8], head: &ResponseHead) -> http::Response<()> {
     *response.status_mut() = http::StatusCode::from_u16(head.status).unwrap_or(http::StatusCode::BAD_GATEWAY);
     let fields = response.headers_mut();
     fields.reserve(head.headers.len());
+    // The values are slices of one copy of the head (one allocation, not one per value).
+    let shared = Bytes::copy_from_slice(buf.get(..head.head_len).unwrap_or(buf));
     // The answers the switch passes on rarely carry `Connection` (the reply phase drops
     // the server's): its list is looked at only when there is one.
     let connection = head.headers.iter().find(|h| h.name.slice(buf).eq_ignore_ascii_case(b"connection"));
     for h in &head.headers {
-        let (name, value) = (h.name.slice(buf), h.value.slice(buf));
+        let name = h.name.slice(buf);
         if connection_specific(name) || connection.is_some_and(|_| named_by_connection(buf, head, name)) {
             continue;
         }
+        let (start, end) = (h.value.start as usize, h.value.end as usize);
+        if start > end || end > shared.len() {
+            continue; // not within the head (`answer` never makes such a span)
+        }
+        let value = shared.slice(start..end);
         let (Ok(name), Ok(value)) =
-            (http::HeaderName::from_bytes(name), http::HeaderValue::from_bytes(value))
+            (http::HeaderName::from_bytes(name), http::HeaderValue::from_maybe_shared(value))
         else {
             continue; // the HTTP/1.1 parser let it through; HTTP/2 cannot carry it
         };
