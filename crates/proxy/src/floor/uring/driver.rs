@@ -39,16 +39,34 @@ struct Slot {
     waker: Option<Waker>,
     /// A send's bytes (owned here until the completion).
     buf: Option<Box<[u8]>>,
-    /// A send's length: when it completes whole, its buffer goes back at once (the socket
-    /// looks at the result only at its next write, maybe never: an idle connection).
-    send_len: u32,
+    /// A send: what it sends (see [`Sending`]). When it completes whole, its buffer goes
+    /// back at once (the socket looks at the result only at its next write, maybe never: an
+    /// idle connection).
+    send: Sending,
     /// The owner left: the completion frees the slot (and gives back what it holds).
     orphan: bool,
+    /// An orphan send's socket, closed through the ring once the send is over (its owner
+    /// dropped it with the send in flight: the send's bytes are the answer's end, and the
+    /// ring finishes a short send only while the descriptor is still this socket's).
+    close_after: Option<OwnedFd>,
     /// Not in use.
     free: bool,
     /// Counts the slot's uses: part of the user data, so a cancellation queued for an
     /// operation that completed meanwhile cannot hit the slot's next one.
     gen: u32,
+}
+
+/// A send's place in its buffer. A short send is finished by the driver itself (the rest is
+/// sent again, in the same slot) before its owner hears of it: a writer that flushes need not
+/// wait for the completion, and an orphan send still delivers its whole answer.
+#[derive(Clone, Copy, Default)]
+struct Sending {
+    fd: RawFd,
+    /// Offset of the bytes in the buffer, and their count (0: not a send).
+    start: u32,
+    len: u32,
+    /// Bytes sent so far.
+    sent: u32,
 }
 
 /// The ring and what it owns.
@@ -143,7 +161,9 @@ pub fn flush() {
             return Vec::new();
         }
         d.enter(0);
-        d.reap()
+        let woken = d.reap();
+        d.submit(); // the rest of short sends
+        woken
     });
     woken.into_iter().for_each(Waker::wake);
 }
@@ -225,26 +245,35 @@ pub(super) fn recv(d: &mut Driver, fd: RawFd) -> u32 {
         .buf_group(bufs::GROUP)
         .build()
         .flags(squeue::Flags::BUFFER_SELECT);
-    d.push(entry, None, 0)
+    d.push(entry, None, Sending::default())
 }
 
-/// A send of `buf[start..end]` to `fd` (the buffer stays in the slot until completion).
+/// A send of `buf[start..end]` to `fd` (the buffer stays in the slot until completion; a
+/// short send is sent on by the driver, and the completion reports every byte sent).
 pub(super) fn send(d: &mut Driver, fd: RawFd, buf: Box<[u8]>, start: usize, end: usize) -> u32 {
-    let ptr = buf[start..end].as_ptr();
-    let len = (end - start) as u32;
-    let entry = opcode::Send::new(types::Fd(fd), ptr, len).flags(libc::MSG_NOSIGNAL).build();
-    d.push(entry, Some(buf), len)
+    let send = Sending { fd, start: start as u32, len: (end - start) as u32, sent: 0 };
+    let entry = send_entry(&buf, send);
+    d.push(entry, Some(buf), send)
+}
+
+/// The entry sending what `send` has not sent yet of `buf`.
+fn send_entry(buf: &[u8], send: Sending) -> squeue::Entry {
+    let from = (send.start + send.sent) as usize;
+    let to = (send.start + send.len) as usize;
+    let ptr = buf[from..to].as_ptr();
+    opcode::Send::new(types::Fd(send.fd), ptr, (to - from) as u32).flags(libc::MSG_NOSIGNAL).build()
 }
 
 impl Driver {
-    fn push(&mut self, entry: squeue::Entry, buf: Option<Box<[u8]>>, send_len: u32) -> u32 {
+    fn push(&mut self, entry: squeue::Entry, buf: Option<Box<[u8]>>, send: Sending) -> u32 {
         let slot = self.free.pop().unwrap_or_else(|| {
             self.slots.push(Slot {
                 done: None,
                 waker: None,
                 buf: None,
-                send_len: 0,
+                send: Sending::default(),
                 orphan: false,
+                close_after: None,
                 free: true,
                 gen: 0,
             });
@@ -252,7 +281,7 @@ impl Driver {
         });
         let s = &mut self.slots[slot as usize];
         let gen = s.gen.wrapping_add(1);
-        *s = Slot { done: None, waker: None, buf, send_len, orphan: false, free: false, gen };
+        *s = Slot { done: None, waker: None, buf, send, orphan: false, close_after: None, free: false, gen };
         self.queue(entry.user_data(self.user_data(slot)));
         slot
     }
@@ -313,16 +342,25 @@ impl Driver {
             if s.free || u64::from(s.gen) != user >> 32 {
                 continue; // cannot happen: a slot is freed only after its completion
             }
+            let res = if s.send.len > 0 {
+                match self.send_on(slot, res) {
+                    Some(total) => total,
+                    None => continue, // the rest is on its way
+                }
+            } else {
+                res
+            };
+            let s = &mut self.slots[slot];
             if s.orphan {
                 self.give_back(flags);
-                self.release(slot as u32);
+                self.release(slot as u32); // and closes the socket an orphan send held
                 continue;
             }
             s.done = Some((res, flags));
             if let Some(w) = s.waker.take() {
                 woken.push(w);
             }
-            if s.send_len > 0 && res == s.send_len as i32 {
+            if s.send.len > 0 && res == s.send.len as i32 {
                 if let Some(buf) = s.buf.take() {
                     self.keep_send_buf(buf);
                 }
@@ -330,6 +368,29 @@ impl Driver {
         }
         self.bufs.publish();
         woken
+    }
+
+    /// A send's completion (`res`): `None` when it was short and the rest was queued again
+    /// (only while the descriptor is surely the socket's: its owner holds it, or the slot
+    /// does until the send is over); else the result to report: every byte sent, or the
+    /// error when none was.
+    fn send_on(&mut self, slot: usize, res: i32) -> Option<i32> {
+        let s = &mut self.slots[slot];
+        let fd_held = !s.orphan || s.close_after.is_some();
+        if res > 0 && s.send.sent + (res as u32) < s.send.len && fd_held {
+            s.send.sent += res as u32;
+            let send = s.send;
+            let entry = send_entry(s.buf.as_deref().unwrap_or_default(), send);
+            let user = self.user_data(slot as u32);
+            self.queue(entry.user_data(user));
+            return None;
+        }
+        let sent = s.send.sent as i32;
+        Some(match res {
+            r if r >= 0 => sent + r,
+            _ if sent > 0 => sent,
+            err => err,
+        })
     }
 
     /// Gives back the provided buffer a receive's completion names, if any.
@@ -344,7 +405,11 @@ impl Driver {
         if let Some(buf) = self.slots[slot as usize].buf.take() {
             self.keep_send_buf(buf);
         }
+        if let Some(fd) = self.slots[slot as usize].close_after.take() {
+            close(self, fd);
+        }
         let s = &mut self.slots[slot as usize];
+        s.send = Sending::default();
         s.free = true;
         s.orphan = false;
         s.waker = None;
@@ -424,6 +489,20 @@ impl Driver {
         }
     }
 
+    /// The owner of send `slot` leaves with `fd`, its socket: the send goes on (its bytes
+    /// are the answer's end) and the socket closes once it is over.
+    pub(super) fn abandon_send(&mut self, slot: u32, fd: OwnedFd) {
+        if self.slots[slot as usize].done.is_some() {
+            self.release(slot);
+            close(self, fd);
+            return;
+        }
+        let s = &mut self.slots[slot as usize];
+        s.orphan = true;
+        s.waker = None;
+        s.close_after = Some(fd);
+    }
+
     /// Cancels a receive in flight and waits (in the kernel, briefly) until its completion is
     /// here: the socket can then leave the ring. Returns the completion (bytes that came
     /// meanwhile, or the cancellation).
@@ -431,8 +510,11 @@ impl Driver {
         if let Some(done) = self.slots[slot as usize].done {
             return done;
         }
-        self.queue(opcode::AsyncCancel::new(self.user_data(slot)).build().user_data(IGNORED));
         for _ in 0..100 {
+            // Queued again each turn: a short send's rest, queued by `reap` after the last
+            // cancellation found nothing, is cancelled too (and the wait below always ends:
+            // the cancellation's own completion is one).
+            self.queue(opcode::AsyncCancel::new(self.user_data(slot)).build().user_data(IGNORED));
             let to_submit = self.queued;
             // SAFETY: as in `enter`; waits for one completion at most.
             let _ = unsafe { self.ring.submitter().enter::<libc::sigset_t>(to_submit, 1, GETEVENTS, None) };

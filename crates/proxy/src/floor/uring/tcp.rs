@@ -6,9 +6,10 @@
 //! holds none. Its bytes are copied into the reader's buffer and the provided buffer goes
 //! back at once (a reader with less room takes the rest on its next read).
 //! Writes: a write copies what it is given (up to [`SEND_SIZE`]) into a send buffer that
-//! moves into the operation, and returns; the next write, a flush or a shutdown waits for
-//! that send to complete (short sends are resent), so at most one send is in flight and an
-//! error is reported to the writer's next call.
+//! moves into the operation, and returns; the next write or a shutdown waits for that send
+//! to complete, so at most one send is in flight and an error is reported to the writer's
+//! next call. A flush does not wait: the driver sends the rest of a short send itself, and a
+//! socket dropped with its send in flight closes once the send is over.
 //! Bulk (a body streaming through): a receive that filled all its room means more is
 //! waiting, so the next read is a `recv` made at once into the reader's buffer, until one
 //! finds nothing; a write larger than a send buffer is sent at once from the writer's bytes
@@ -427,18 +428,19 @@ impl Drop for RingTcp {
         let (rd, wr) = (self.rd.get(), self.wr.get());
         let mut fd = self.fd.take();
         // A receive in flight is cancelled; a send finishes on its own (its bytes are the
-        // answer's end). The descriptor is closed by the ring too, after them in its queue:
+        // answer's end: a flush does not wait for them) and the socket closes after it. The
+        // descriptor is closed by the ring too, after the socket's operations in its queue:
         // they reached the kernel first, so its number cannot name another connection by
         // then, and the close costs no system call of its own.
         driver::try_with(|d| {
             if rd.op != NONE {
                 d.abandon(rd.op, true);
             }
-            if wr.op != NONE {
-                d.abandon(wr.op, false);
-            }
-            if let Some(fd) = fd.take() {
-                driver::close(d, fd);
+            match (wr.op != NONE, fd.take()) {
+                (true, Some(fd)) => d.abandon_send(wr.op, fd),
+                (true, None) => d.abandon(wr.op, false),
+                (false, Some(fd)) => driver::close(d, fd),
+                (false, None) => {}
             }
         });
         // No driver (the thread is ending, the ring went first): `fd` closes here.
@@ -470,8 +472,18 @@ impl AsyncWrite for &RingTcp {
     fn is_write_vectored(&self) -> bool {
         true
     }
+    /// Does not wait for the send in flight: the ring sends all of it (the driver sends the
+    /// rest of a short send itself), and an error is reported to the next write. Waiting
+    /// cost every answer a second wake-up of its task, and an HTTP/2 connection a second poll.
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.poll_sent(cx)
+        let wr = self.wr.get();
+        if wr.err != 0 {
+            return Poll::Ready(Err(io::Error::from_raw_os_error(-wr.err)));
+        }
+        if wr.op != NONE && with(|d| d.peek(wr.op)).is_some() {
+            return self.poll_sent(cx); // over: its buffer back, its error known
+        }
+        Poll::Ready(Ok(()))
     }
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.poll_sent(cx) {
