@@ -28,10 +28,10 @@ async fn a_client_that_does_not_read_does_not_grow_memory() {
     drop(c);
 }
 
-/// A slow reader with a small receive window makes the switch's sends complete short (the
-/// socket takes part of a send buffer); the rest must follow in order, and an answer that ends
-/// the connection (`Connection: close`: the socket is dropped right after the last write, its
-/// send still in flight) must still arrive whole before the close.
+/// A reader with a small receive window makes the switch's sends complete short (the socket
+/// takes part of a send buffer; on the ring the driver sends the rest itself); every byte must
+/// follow in order, and the answer that ends the connection (`Connection: close`) arrives
+/// whole before the close.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_reader_gets_every_byte_of_a_closing_answer() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
