@@ -16,6 +16,7 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::net::TcpStream;
 
 /// Runs one worker until shutdown completes. `listeners[i]` serves snapshot listener `i`.
 /// `adopted` brings the connections a binary upgrade's old process hands over.
@@ -130,19 +131,15 @@ async fn accept_loop(worker: Rc<Worker>, listener: Listening, index: usize) {
             };
             let client = crate::http::client(&open, stream, peer, Rc::clone(&state));
             spawn_http(&worker, open, client, state);
-        } else if worker.ring_serves(index) && is_http(&worker, index) {
+        } else if worker.ring_serves(index) {
             // TLS terminated over the ring (the handshake's state and its first bytes too).
             let Ok(stream) = stream.into_std() else { continue };
             spawn_tls_on_ring(&worker, open, stream, peer, state);
         } else {
-            let socket = match worker.ring_serves(index) {
-                true => stream.into_std().map(|s| Socket::Ring(crate::floor::uring::RingTcp::new(s))),
-                false => stream.into_tokio().map(Socket::Tcp),
-            };
-            let Ok(socket) = socket else { continue };
+            let Ok(stream) = stream.into_tokio() else { continue };
             let task = tokio::task::spawn_local(Stats::on_listener(
                 index,
-                dispatch(open, socket, peer, Rc::clone(&state)),
+                dispatch(open, stream, peer, Rc::clone(&state)),
             ));
             worker.conns.add(state, task.abort_handle());
         }
@@ -328,11 +325,6 @@ async fn wait_for_shutdown(worker: &Rc<Worker>) {
     }
 }
 
-/// Whether the listener speaks HTTP (TLS terminated here or not).
-fn is_http(worker: &Worker, listener: usize) -> bool {
-    worker.shared.snapshot.load().listeners[listener].protocol == config::Protocol::Http
-}
-
 /// Whether the listener speaks HTTP without TLS termination (the connection goes straight
 /// to the HTTP wing).
 fn is_plain_http(worker: &Worker, listener: usize) -> bool {
@@ -344,7 +336,7 @@ fn is_plain_http(worker: &Worker, listener: usize) -> bool {
 /// Hands a new connection to the wing of its listener's protocol (plain HTTP goes straight
 /// there, see `accept_loop`), counted as open (per listener and in all) until the wing is
 /// done with it.
-async fn dispatch(open: Open, socket: Socket, peer: SocketAddr, state: Slot) {
+async fn dispatch(open: Open, stream: TcpStream, peer: SocketAddr, state: Slot) {
     let (worker, listener) = (Rc::clone(&open.worker), open.listener());
     let (protocol, acceptor) = {
         let snap = worker.shared.snapshot.load();
@@ -359,27 +351,20 @@ async fn dispatch(open: Open, socket: Socket, peer: SocketAddr, state: Slot) {
     // needs, and a silent HTTP connection stays small (the other wings' state is larger).
     match protocol {
         config::Protocol::Tls => {
-            Box::pin(crate::tls::passthrough::serve(Rc::clone(&worker), socket, peer, listener)).await
+            Box::pin(crate::tls::passthrough::serve(Rc::clone(&worker), stream, peer, listener)).await
         }
         config::Protocol::Smtp => {
-            // Mail is never on the ring (`Worker::ring_serves`).
-            let Socket::Tcp(stream) = socket else { return };
             Box::pin(crate::mail::smtp::serve(Rc::clone(&worker), stream, peer, listener)).await
         }
         config::Protocol::Pop3 | config::Protocol::Imap => {
-            let Socket::Tcp(stream) = socket else { return };
             Box::pin(crate::mail::login::serve(Rc::clone(&worker), stream, peer, listener)).await
         }
         config::Protocol::Http => match acceptor {
             None => {
-                let stream = match socket {
-                    Socket::Tcp(s) => ClientStream::Plain(s),
-                    Socket::Ring(r) => ClientStream::Ring(r),
-                };
-                let client = crate::http::client(&open, stream, peer, state);
+                let client = crate::http::client(&open, ClientStream::Plain(stream), peer, state);
                 serve_http(open, client).await
             }
-            Some(acceptor) => serve_tls(open, socket, peer, state, acceptor).await,
+            Some(acceptor) => serve_tls(open, Socket::Tcp(stream), peer, state, acceptor).await,
         },
     }
 }

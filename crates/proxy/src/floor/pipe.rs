@@ -39,6 +39,19 @@ impl Lane {
         self.buf.len() - self.start
     }
 
+    /// The bytes the lane holds, once there are some (`None`: the writer is done and every
+    /// byte was read); the reader waits for them otherwise.
+    fn poll_held(&mut self, cx: &mut Context<'_>) -> Poll<Option<usize>> {
+        match self.held() {
+            0 if self.closed => Poll::Ready(None),
+            0 => {
+                self.reader = Some(cx.waker().clone());
+                Poll::Pending
+            }
+            held => Poll::Ready(Some(held)),
+        }
+    }
+
     fn close(&mut self) {
         self.closed = true;
         if let Some(w) = self.reader.take() {
@@ -116,14 +129,7 @@ impl Pipe {
 
     fn poll_read(&self, dir: Dir, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let mut lane = self.lane(dir).borrow_mut();
-        let held = lane.held();
-        if held == 0 {
-            if !lane.closed {
-                lane.reader = Some(cx.waker().clone());
-                return Poll::Pending;
-            }
-            return Poll::Ready(Ok(()));
-        }
+        let Some(held) = std::task::ready!(lane.poll_held(cx)) else { return Poll::Ready(Ok(())) };
         let n = held.min(buf.remaining());
         let start = lane.start;
         buf.put_slice(&lane.buf[start..start + n]);
@@ -136,14 +142,7 @@ impl Pipe {
     /// empty: no copy); 0 at the end of the stream.
     fn poll_take(&self, dir: Dir, cx: &mut Context<'_>, out: &mut Vec<u8>) -> Poll<usize> {
         let mut lane = self.lane(dir).borrow_mut();
-        let held = lane.held();
-        if held == 0 {
-            if !lane.closed {
-                lane.reader = Some(cx.waker().clone());
-                return Poll::Pending;
-            }
-            return Poll::Ready(0);
-        }
+        let Some(held) = std::task::ready!(lane.poll_held(cx)) else { return Poll::Ready(0) };
         if out.is_empty() && lane.start == 0 {
             std::mem::swap(out, &mut lane.buf);
         } else {

@@ -1,14 +1,12 @@
 //! A TCP socket: tokio's, or on a worker with a ring (`[global] io = "uring"`) one served by
-//! the ring (`floor::uring`). Every connection to a server is one, and so are the socket
-//! under a TLS session the switch terminates and a TLS passthrough client's. Either reads and
-//! writes as the phases expect; a pooled idle server connection answers "still usable?"
-//! without a syscall (the reactor's readiness, or the ring's receive kept in flight while it
-//! waits in the pool).
+//! the ring (`floor::uring`). Every connection to a server is one, and so is the socket under
+//! a TLS session the switch terminates. Either reads and writes as the phases expect; a
+//! pooled idle server connection answers "still usable?" without a syscall (the reactor's
+//! readiness, or the ring's receive kept in flight while it waits in the pool).
 
 use crate::floor::buf::IoBuf;
 use crate::floor::uring::RingTcp;
 use std::io;
-use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -64,22 +62,6 @@ impl Socket {
             if let Ok(tcp) = r.take().into_tokio(received, unsent) {
                 *self = Socket::Tcp(tcp);
             }
-        }
-    }
-
-    /// The tokio socket, when it is one (a one-way hand-off acts on it directly).
-    pub fn tcp(&self) -> Option<&TcpStream> {
-        match self {
-            Socket::Tcp(s) => Some(s),
-            Socket::Ring(_) => None,
-        }
-    }
-
-    /// The address the peer connected to (for a client's socket: the listener's).
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        match self {
-            Socket::Tcp(s) => s.local_addr(),
-            Socket::Ring(r) => r.local_addr(),
         }
     }
 

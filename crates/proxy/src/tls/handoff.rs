@@ -36,13 +36,11 @@ pub(super) async fn try_hand_off(
     listener: usize,
     d: &Decision,
     key: Option<&[u8]>,
-    client: Option<&TcpStream>,
+    client: &TcpStream,
     already_read: &[u8],
 ) -> HandOff {
     let prefer = d.server.map(|(id, _)| id);
-    // A socket on the ring (`None`) is never on a one-way listener (`Worker::ring_serves`).
-    let (oneway, Some(client)) = (&snap.config.oneway, client) else { return HandOff::TwoWay(prefer) };
-    let oneway = match oneway {
+    let oneway = match &snap.config.oneway {
         Some(o) if snap.config.listeners[listener].mode == config::Mode::OneWay => o,
         _ => return HandOff::TwoWay(prefer),
     };

@@ -25,10 +25,11 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use tls::{ClientHello, ClientHelloReader, Progress, ServerHelloReader, TlsVersion};
 use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 /// Serves one TLS connection on listener `listener`.
-pub async fn serve(worker: Rc<Worker>, mut client: Socket, peer: SocketAddr, listener: usize) {
+pub async fn serve(worker: Rc<Worker>, mut client: TcpStream, peer: SocketAddr, listener: usize) {
     let started = Instant::now();
     let snap = worker.shared.snapshot.load_full();
     let mut cbuf = worker.bufs.take();
@@ -67,7 +68,7 @@ pub async fn serve(worker: Rc<Worker>, mut client: Socket, peer: SocketAddr, lis
 async fn read_client_hello(
     worker: &Worker,
     snap: &Snapshot,
-    client: &mut Socket,
+    client: &mut TcpStream,
     buf: &mut IoBuf,
     peer: SocketAddr,
 ) -> Option<ClientHello> {
@@ -103,7 +104,7 @@ async fn read_client_hello(
 
 /// The client's socket and the buffers of both directions.
 struct Ends<'a> {
-    client: &'a mut Socket,
+    client: &'a mut TcpStream,
     cbuf: &'a mut IoBuf,
     sbuf: &'a mut IoBuf,
 }
@@ -127,7 +128,7 @@ async fn forward(
     let has_key = g.scheduler.uses_key() && hash_key(&g.hash_key, fields, &mut key);
     let key = has_key.then_some(key.as_slice());
     let read = ends.cbuf.filled();
-    let prefer = match handoff::try_hand_off(worker, snap, listener, d, key, ends.client.tcp(), read).await {
+    let prefer = match handoff::try_hand_off(worker, snap, listener, d, key, ends.client, read).await {
         HandOff::Done(index) => {
             note_server(worker, listener, d, fields, out, index, g.servers[index].id);
             out.bytes_in = ends.cbuf.len() as u64;
