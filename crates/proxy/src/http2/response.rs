@@ -14,6 +14,7 @@ use h2::server::SendResponse;
 use h2::SendStream;
 use http::HeaderMap;
 use http1::{BodyKind, BodyScanner, HeadLimits, Parse, ResponseHead};
+use std::task::Poll;
 use std::time::Duration;
 
 /// How relaying the answer ended.
@@ -241,8 +242,16 @@ async fn send_data(
 ) -> Result<(), ()> {
     while !data.is_empty() {
         send.reserve_capacity(data.len());
-        let capacity = std::future::poll_fn(|cx| send.poll_capacity(cx));
-        match tokio::time::timeout(ctx.client_io, capacity).await {
+        // The timer only when the window is shut: an answer that fits the open window
+        // (nearly all) goes without one.
+        let open = std::future::poll_fn(|cx| Poll::Ready(send.poll_capacity(cx))).await;
+        let capacity = match open {
+            Poll::Ready(ready) => Ok(ready),
+            Poll::Pending => {
+                tokio::time::timeout(ctx.client_io, std::future::poll_fn(|cx| send.poll_capacity(cx))).await
+            }
+        };
+        match capacity {
             Ok(Some(Ok(0))) => continue,
             Ok(Some(Ok(n))) => {
                 let part = data.split_to(n.min(data.len()));
