@@ -163,7 +163,8 @@ async fn body(
         buf.drain(..consumed);
         // The body's last DATA frame carries END_STREAM itself when no trailers follow: no
         // empty frame after it (one frame less to queue, encode and send per answer).
-        let trailers = if done { parse_trailer_section(&trailer) } else { HeaderMap::new() };
+        let trailers =
+            if done && !trailer.is_empty() { parse_trailer_section(&trailer) } else { HeaderMap::new() };
         let last = done && trailers.is_empty();
         if !data.is_empty() {
             if send_data(send, Bytes::from(std::mem::take(&mut data)), last, ctx).await.is_err() {
