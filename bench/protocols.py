@@ -232,15 +232,21 @@ def pids_of(proc):
     return pids
 
 
-def cpu_seconds(proc):
-    total = 0
+def cpu_times(proc):
+    """User and system CPU seconds of the process and its children (nginx's worker)."""
+    user = system = 0
     for pid in pids_of(proc):
         try:
             fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+            user += int(fields[11])
+            system += int(fields[12])
         except (OSError, IndexError):
             pass
-    return total / HZ
+    return user / HZ, system / HZ
+
+
+def cpu_seconds(proc):
+    return sum(cpu_times(proc))
 
 
 def stop(proc):
@@ -337,16 +343,18 @@ def one_run(name, row, d, seconds, cswitch):
 
 def measured(argv, log, run_load, seconds):
     """Starts `argv` (the proxy), runs `run_load()` (→ (completed, errors)) once it listens,
-    stops it: (completed per second, the proxy's CPU µs per completion, errors)."""
+    stops it: (completed per second, the proxy's CPU µs per completion, errors, of which
+    user µs, of which system µs)."""
     proc = start(argv, log)
     try:
         if not wait_port(PORT):
             raise SystemExit(f"{argv[0]} did not listen: see {log}")
         time.sleep(0.3)
-        before = cpu_seconds(proc)
+        before = cpu_times(proc)
         done, errors = run_load()
-        cpu = cpu_seconds(proc) - before
-        return done / seconds, (cpu / done * 1e6 if done else float("nan")), errors
+        user, system = (after - b for after, b in zip(cpu_times(proc), before))
+        per = (lambda t: t / done * 1e6) if done else (lambda t: float("nan"))
+        return done / seconds, per(user + system), errors, per(user), per(system)
     finally:
         stop(proc)
         time.sleep(0.3)
@@ -391,13 +399,14 @@ def print_row(row, results, reps):
     unit = {"tls-new": "handshakes/s", "tls-resumed": "resumed conns/s", "pass-new": "conns/s"}.get(row, "req/s")
     print(f"\n#### {row}\n")
     per = "connection" if unit != "req/s" else "request"
-    print(f"| proxy | {unit} | CPU µs per {per} | errors | cswitch CPU ÷ this (paired by rep) |")
-    print("| --- | --- | --- | --- | --- |")
+    print(f"| proxy | {unit} | CPU µs per {per} | of which user / system µs | errors | cswitch CPU ÷ this (paired by rep) |")
+    print("| --- | --- | --- | --- | --- | --- |")
     ours = [r[1] for r in results["cswitch"]]
     for name, runs in results.items():
         rate, cpu, errs = [r[0] for r in runs], [r[1] for r in runs], sum(r[2] for r in runs)
         ratio = "-" if name == "cswitch" else span([o / c for o, c in zip(ours, cpu)], "{:.2f}")
-        print(f"| {name} | {span(rate, '{:,.0f}')} | {span(cpu, '{:.1f}')} | {errs} | {ratio} |")
+        split = f"{statistics.median(r[3] for r in runs):.1f} / {statistics.median(r[4] for r in runs):.1f}"
+        print(f"| {name} | {span(rate, '{:,.0f}')} | {span(cpu, '{:.1f}')} | {split} | {errs} | {ratio} |")
     sys.stdout.flush()
 
 

@@ -17,7 +17,7 @@ switch would have), connects to a sink, replays the envelope and tunnels DATA; X
 round robin over the sinks. Prints messages/s, the proxy's CPU µs per message (user + system
 from /proc) and cswitch's CPU ÷ each peer's, paired by repetition.
 """
-import asyncio, os, subprocess, sys, tempfile, time
+import statistics, asyncio, os, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import protocols as p  # noqa: E402  (same process helpers and CPU layout)
@@ -210,13 +210,14 @@ def main():
 
 def print_row(results):
     print("\n#### smtp (one message per session, 1 KiB)\n")
-    print("| proxy | messages/s | CPU µs per message | errors | cswitch CPU ÷ this (paired by rep) |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| proxy | messages/s | CPU µs per message | of which user / system µs | errors | cswitch CPU ÷ this (paired by rep) |")
+    print("| --- | --- | --- | --- | --- | --- |")
     ours = [r[1] for r in results["cswitch"]]
     for name, runs in results.items():
         rate, cpu, errs = [r[0] for r in runs], [r[1] for r in runs], sum(r[2] for r in runs)
         ratio = "-" if name == "cswitch" else p.span([o / c for o, c in zip(ours, cpu)], "{:.2f}")
-        print(f"| {name} | {p.span(rate, '{:,.0f}')} | {p.span(cpu, '{:.1f}')} | {errs} | {ratio} |")
+        split = f"{statistics.median(r[3] for r in runs):.1f} / {statistics.median(r[4] for r in runs):.1f}"
+        print(f"| {name} | {p.span(rate, '{:,.0f}')} | {p.span(cpu, '{:.1f}')} | {split} | {errs} | {ratio} |")
 
 
 if __name__ == "__main__":

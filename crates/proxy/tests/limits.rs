@@ -8,6 +8,7 @@ use common::{get, start};
 use proxy::Counter;
 use std::time::{Duration, Instant};
 use testkit::RawClient;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// At the limit with every connection busy, a new one is closed at once; with idle
 /// keep-alive connections, the oldest of them is closed to admit it.
@@ -172,6 +173,34 @@ async fn idle_tunnel_is_closed() {
     c.send(b"GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").await.unwrap();
     assert_eq!(c.read_response_to_head().await.unwrap().status, 101);
     assert!(c.closed_within(Duration::from_secs(3)).await);
+}
+
+/// `tunnel_idle` counts from the last byte either way: a tunnel that keeps talking outlives
+/// it many times over (its one timer re-armed each time it fires), and closes once quiet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_active_tunnel_outlives_its_idle_timeout_and_closes_once_quiet() {
+    let h = start(&["s1"], "[timeouts]\ntunnel_idle = \"300ms\"\n").await;
+    let mut c = RawClient::connect(h.addr).await.unwrap();
+    c.send(b"GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").await.unwrap();
+    assert_eq!(c.read_response_to_head().await.unwrap().status, 101);
+    let (mut stream, mut pending) = c.into_parts();
+    let began = Instant::now();
+    let mut last_echo = began;
+    for i in 0..12 {
+        // 1.2 s of talk, four idle timeouts' worth: each frame is echoed through the tunnel.
+        let msg = format!("frame {i}");
+        stream.write_all(&testkit::ws_client_frame(msg.as_bytes(), [1, 2, 3, 4])).await.unwrap();
+        let (_, payload) = testkit::ws_read_frame(&mut stream, &mut pending).await.unwrap();
+        assert_eq!(payload, msg.as_bytes(), "the tunnel still carries bytes");
+        last_echo = Instant::now();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(began.elapsed() >= Duration::from_millis(1200));
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(Duration::from_secs(3), stream.read(&mut byte)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "closed once quiet: {read:?}");
+    let quiet = last_echo.elapsed();
+    assert!(quiet >= Duration::from_millis(250), "closed after the idle time, not before: {quiet:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -33,8 +33,14 @@ impl ClientHello {
     /// The ALPN names joined with commas (`h2,http/1.1`), for rules that match on text.
     /// Bytes that are not UTF-8 show as U+FFFD.
     pub fn alpn_joined(&self) -> String {
-        let names: Vec<_> = self.alpn.iter().map(|p| String::from_utf8_lossy(p)).collect();
-        names.join(",")
+        let mut joined = String::with_capacity(self.alpn.iter().map(|p| p.len() + 1).sum());
+        for (i, name) in self.alpn.iter().enumerate() {
+            if i > 0 {
+                joined.push(',');
+            }
+            joined.push_str(&String::from_utf8_lossy(name));
+        }
+        joined
     }
 
     /// The session ID in lowercase hex (empty when there is none).

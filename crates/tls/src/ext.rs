@@ -23,19 +23,60 @@ pub(crate) fn each<'a>(
     mut f: impl FnMut(Extension<'a>) -> Result<(), HelloError>,
 ) -> Result<(), HelloError> {
     let mut c = Cursor::new(block);
-    // Kept sorted: a hostile hello may carry thousands of empty extensions, so a
-    // linear scan per extension would be quadratic.
-    let mut seen: Vec<u16> = Vec::new();
+    let mut seen = Seen::default();
     while !c.is_empty() {
         let kind = c.u16("extension type")?;
         let data = c.vec16("extension data")?;
-        match seen.binary_search(&kind) {
-            Ok(_) => return Err(HelloError::DuplicateExtension(kind)),
-            Err(at) => seen.insert(at, kind),
+        if !seen.insert(kind) {
+            return Err(HelloError::DuplicateExtension(kind));
         }
         f(Extension { kind, data, last: c.is_empty() })?;
     }
     Ok(())
+}
+
+/// The extension types met so far. Types below 64 (most of a real hello's) are bits of a
+/// mask; the others are kept sorted (a hostile hello may carry thousands of empty
+/// extensions, so a linear scan per extension would be quadratic), the first
+/// [`Seen::INLINE`] on the stack (no allocation per connection), the rest in a vector.
+#[derive(Default)]
+struct Seen {
+    low: u64,
+    inline: [u16; Seen::INLINE],
+    len: usize,
+    spilled: Vec<u16>,
+}
+
+impl Seen {
+    const INLINE: usize = 16;
+
+    /// Adds `kind`; false when it was there already.
+    fn insert(&mut self, kind: u16) -> bool {
+        if kind < 64 {
+            let bit = 1u64 << kind;
+            let new = self.low & bit == 0;
+            self.low |= bit;
+            return new;
+        }
+        if self.len < Self::INLINE {
+            let sorted = &mut self.inline[..self.len];
+            let Err(at) = sorted.binary_search(&kind) else { return false };
+            self.inline.copy_within(at..self.len, at + 1);
+            self.inline[at] = kind;
+            self.len += 1;
+            return true;
+        }
+        if self.spilled.is_empty() {
+            self.spilled.extend_from_slice(&self.inline);
+        }
+        match self.spilled.binary_search(&kind) {
+            Ok(_) => false,
+            Err(at) => {
+                self.spilled.insert(at, kind);
+                true
+            }
+        }
+    }
 }
 
 /// Reads the optional extension block that ends a hello; absent is allowed before TLS 1.3.
@@ -46,4 +87,22 @@ pub(crate) fn block<'a>(c: &mut Cursor<'a>, hello: &'static str) -> Result<&'a [
     let block = c.vec16("extensions")?;
     c.finish(hello)?;
     Ok(block)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Seen;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    proptest! {
+        /// `Seen` says "new" exactly when a set would, on both sides of its inline limit.
+        #[test]
+        fn seen_agrees_with_a_set(kinds in proptest::collection::vec(prop_oneof![0u16..80, 0xfa00u16..0xfa30], 0..120)) {
+            let (mut seen, mut set) = (Seen::default(), BTreeSet::new());
+            for kind in kinds {
+                prop_assert_eq!(seen.insert(kind), set.insert(kind), "kind {}", kind);
+            }
+        }
+    }
 }

@@ -209,6 +209,21 @@ impl ClientStream {
         Some((conn.server_name().unwrap_or(""), version))
     }
 
+    /// The connection closes right after the writes that follow (an answer with
+    /// `Connection: close`, a refusal): on the ring they are sent so that the FIN travels
+    /// with the last bytes (`RingTcp::closing`). Nothing elsewhere.
+    pub fn closing(&self) {
+        match self {
+            ClientStream::Ring(r) => r.closing(),
+            ClientStream::Tls(t) => {
+                if let Socket::Ring(r) = t.get_ref().0 {
+                    r.closing();
+                }
+            }
+            ClientStream::Plain(_) | ClientStream::Piped(_) => {}
+        }
+    }
+
     /// Whether the switch terminates TLS on this connection.
     pub fn is_tls(&self) -> bool {
         match self {
@@ -266,6 +281,21 @@ impl ClientStream {
                 let (r, w) = p.io.split();
                 (ClientRead::Piped(r), ClientWrite::Piped(w))
             }
+        }
+    }
+}
+
+/// A writer that can be told that the connection closes right after what it writes next.
+pub trait LastWrites {
+    /// See [`ClientStream::closing`].
+    fn last_writes(&self);
+}
+
+impl LastWrites for ClientWrite<'_> {
+    fn last_writes(&self) {
+        // A TLS half cannot reach its socket: only plain TCP on the ring says it.
+        if let ClientWrite::Ring(r) = self {
+            r.closing();
         }
     }
 }

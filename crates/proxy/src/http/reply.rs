@@ -10,6 +10,7 @@ use crate::floor::io::{read_some, write_all_parts, IoFail};
 use crate::floor::persist::OnResponse;
 use crate::floor::snapshot::Snapshot;
 use crate::floor::stats::{Counter, Stats};
+use crate::floor::stream::LastWrites;
 use crate::floor::worker::Worker;
 use crate::observe::record::Outcome;
 use http1::{
@@ -97,6 +98,16 @@ impl<'a> ReplyCtx<'a> {
     }
 }
 
+/// Whether the whole response (head and body) is already in `sbuf`.
+fn whole_in_buffer(resp: &ResponseHead, sbuf: &IoBuf) -> bool {
+    let body_here = sbuf.len().saturating_sub(resp.head_len) as u64;
+    match resp.body {
+        BodyKind::None => true,
+        BodyKind::Length(n) => body_here >= n,
+        BodyKind::Chunked | BodyKind::UntilClose => false,
+    }
+}
+
 /// Forwards one response from `sr` to `cw`.
 pub async fn forward<SR, CW>(
     sr: &mut SR,
@@ -109,7 +120,7 @@ pub async fn forward<SR, CW>(
 ) -> Result<Replied, Failure>
 where
     SR: AsyncRead + Unpin,
-    CW: AsyncWrite + Unpin,
+    CW: AsyncWrite + Unpin + LastWrites,
 {
     read_final_head(sr, cw, ctx, resp, sbuf, outcome).await?;
     outcome.status = resp.status;
@@ -119,6 +130,12 @@ where
     }
     let dechunk = resp.body == BodyKind::Chunked && ctx.client_version == Version::Http10;
     let keep_client = ctx.client_keep_alive && resp.body != BodyKind::UntilClose && !dechunk;
+    if !keep_client && whole_in_buffer(resp, sbuf) {
+        // The connection ends with this response, which goes out in one write (its interim
+        // ones went out above): the FIN may travel with it. A body still to come is not
+        // held back this way (a stream's pieces would wait for the close).
+        cw.last_writes();
+    }
     let rw = ResponseRewrite {
         client_version: ctx.client_version,
         keep_alive: keep_client,

@@ -157,6 +157,7 @@ impl Txn<'_> {
     pub async fn refuse(&mut self, r: Refusal) -> bool {
         self.s.resp_out.clear();
         write_refusal(r, &mut self.s.resp_out);
+        self.client.stream.closing();
         let deadline = Instant::now() + Duration::from_secs(5);
         let _ = write_all_parts(&mut self.client.stream, &[&self.s.resp_out], deadline).await;
         self.outcome.status = r.status;

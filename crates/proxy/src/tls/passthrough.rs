@@ -259,14 +259,14 @@ impl HelloFields {
     /// The rules' view: `tls.*` fields, the addresses, and `host` = the SNI.
     fn with_request<T>(&self, f: impl FnOnce(&rules::ConnectionRequest<'_>) -> T) -> T {
         let sni = self.sni.as_deref().map(str::as_bytes);
-        let mut fields: Vec<(ProtoField, &[u8])> = vec![
+        let fields = [
             (ProtoField::TlsAlpn, self.alpn.as_bytes()),
             (ProtoField::TlsSessionId, self.session_id.as_bytes()),
             (ProtoField::TlsVersion, self.version.as_bytes()),
+            (ProtoField::TlsSni, sni.unwrap_or_default()),
         ];
-        if let Some(sni) = sni {
-            fields.push((ProtoField::TlsSni, sni));
-        }
-        f(&rules::ConnectionRequest { src: self.src, dst: self.dst, host: sni, fields: &fields })
+        // On the stack: no allocation per connection; the SNI only when the hello had one.
+        let present = if sni.is_some() { &fields[..] } else { &fields[..3] };
+        f(&rules::ConnectionRequest { src: self.src, dst: self.dst, host: sni, fields: present })
     }
 }

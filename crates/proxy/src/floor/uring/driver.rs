@@ -67,6 +67,9 @@ struct Sending {
     len: u32,
     /// Bytes sent so far.
     sent: u32,
+    /// `MSG_MORE`: the socket closes after this send (`RingTcp::closing`: its FIN goes
+    /// with the last bytes).
+    more: bool,
 }
 
 /// The ring and what it owns.
@@ -250,8 +253,14 @@ pub(super) fn recv(d: &mut Driver, fd: RawFd) -> u32 {
 
 /// A send of `buf[start..end]` to `fd` (the buffer stays in the slot until completion; a
 /// short send is sent on by the driver, and the completion reports every byte sent).
-pub(super) fn send(d: &mut Driver, fd: RawFd, buf: Box<[u8]>, start: usize, end: usize) -> u32 {
-    let send = Sending { fd, start: start as u32, len: (end - start) as u32, sent: 0 };
+pub(super) fn send(
+    d: &mut Driver,
+    fd: RawFd,
+    buf: Box<[u8]>,
+    (start, end): (usize, usize),
+    more: bool,
+) -> u32 {
+    let send = Sending { fd, start: start as u32, len: (end - start) as u32, sent: 0, more };
     let entry = send_entry(&buf, send);
     d.push(entry, Some(buf), send)
 }
@@ -261,7 +270,8 @@ fn send_entry(buf: &[u8], send: Sending) -> squeue::Entry {
     let from = (send.start + send.sent) as usize;
     let to = (send.start + send.len) as usize;
     let ptr = buf[from..to].as_ptr();
-    opcode::Send::new(types::Fd(send.fd), ptr, (to - from) as u32).flags(libc::MSG_NOSIGNAL).build()
+    let flags = if send.more { libc::MSG_NOSIGNAL | libc::MSG_MORE } else { libc::MSG_NOSIGNAL };
+    opcode::Send::new(types::Fd(send.fd), ptr, (to - from) as u32).flags(flags).build()
 }
 
 impl Driver {

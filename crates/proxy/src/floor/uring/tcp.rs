@@ -63,6 +63,8 @@ pub struct RingTcp {
     fd: Option<OwnedFd>,
     rd: Cell<ReadSide>,
     wr: Cell<WriteSide>,
+    /// Its writes are the connection's last ([`RingTcp::closing`]).
+    last_writes: Cell<bool>,
 }
 
 impl RingTcp {
@@ -73,7 +75,18 @@ impl RingTcp {
             fd: Some(OwnedFd::from(stream)),
             rd: Cell::new(ReadSide { op: NONE, taken: 0, end: 1, bulk: false }),
             wr: Cell::new(WriteSide { op: NONE, start: 0, end: 0, err: 0 }),
+            last_writes: Cell::new(false),
         }
+    }
+
+    /// The connection closes (or shuts its write side) right after the writes that follow:
+    /// they go with `MSG_MORE`, so the kernel keeps the last partial segment until the FIN,
+    /// which then travels with it. One segment fewer per connection, and the peer's
+    /// receive work for it (done in this process's system time on loopback): 13.2 → 12.0 µs
+    /// of CPU per connection-per-request (ADR 0024). Only for writes the close surely
+    /// follows: corked bytes wait for it.
+    pub fn closing(&self) {
+        self.last_writes.set(true);
     }
 
     /// A socket already lost (its descriptor could not leave tokio): every read ends and
@@ -83,6 +96,7 @@ impl RingTcp {
             fd: None,
             rd: Cell::new(ReadSide { op: NONE, taken: 0, end: -libc::EBADF, bulk: false }),
             wr: Cell::new(WriteSide { op: NONE, start: 0, end: 0, err: -libc::EBADF }),
+            last_writes: Cell::new(false),
         }
     }
 
@@ -339,7 +353,13 @@ impl RingTcp {
                 let retry = res > 0 || res == -libc::EINTR || res == -libc::EAGAIN;
                 if retry && wr.start < wr.end {
                     let buf = d.take_send(wr.op).unwrap_or_else(|| d.send_buf());
-                    wr.op = driver::send(d, fd, buf, wr.start as usize, wr.end as usize);
+                    wr.op = driver::send(
+                        d,
+                        fd,
+                        buf,
+                        (wr.start as usize, wr.end as usize),
+                        self.last_writes.get(),
+                    );
                     return Some(false);
                 }
                 d.release(wr.op);
@@ -386,7 +406,7 @@ impl RingTcp {
                     break;
                 }
             }
-            (driver::send(d, fd, buf, 0, n), n)
+            (driver::send(d, fd, buf, (0, n), self.last_writes.get()), n)
         });
         self.wr.set(WriteSide { op, start: 0, end: n as u32, err: 0 });
         Poll::Ready(Ok(n))
@@ -401,7 +421,10 @@ impl RingTcp {
         for (slice, part) in slices.iter_mut().zip(parts) {
             *slice = io::IoSlice::new(part);
         }
-        let flags = rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL;
+        let mut flags = rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL;
+        if self.last_writes.get() {
+            flags |= rustix::net::SendFlags::MORE;
+        }
         let slices = &slices[..parts.len().min(4)];
         let msg = rustix::net::sendmsg(self.fd(), slices, &mut Default::default(), flags);
         match msg {
