@@ -72,8 +72,24 @@ async fn attack(addr: SocketAddr, pid: u32) -> (usize, Vec<Raw>) {
         assert!(raw.send(&frames).await);
         raws.push(raw);
     }
+    (settled_rss_kib(pid).await.saturating_sub(before), raws)
+}
+
+/// The switch's resident size once the answers stopped piling up: at least 1.5 s after the
+/// attack began, then until two readings 300 ms apart agree within 1 % (a busy machine
+/// fills the connections' buffers more slowly), at most 10 s more.
+async fn settled_rss_kib(pid: u32) -> usize {
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    (rss_kib(pid).saturating_sub(before), raws)
+    let mut last = rss_kib(pid);
+    for _ in 0..33 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = rss_kib(pid);
+        if now.abs_diff(last) * 100 <= last {
+            return now;
+        }
+        last = now;
+    }
+    last
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

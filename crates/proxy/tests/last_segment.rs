@@ -84,3 +84,21 @@ async fn keep_alive_answers_are_not_held_back() {
         assert_eq!(r.expect("answered at once").unwrap().status, 200);
     }
 }
+
+/// A client that sends more after asking to close still gets its answer whole: the switch
+/// closes with those bytes unread (the kernel then resets the connection), so the answer
+/// and its FIN must be on the wire before the close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answer_survives_bytes_the_client_sent_after_it() {
+    let ring = start(&["s1"], "[global]\nworkers = 1\nio = \"uring\"\n").await;
+    for _ in 0..5 {
+        let mut c = TcpStream::connect(ring.addr).await.unwrap();
+        c.write_all(b"GET /slow/200 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        c.write_all(b"more bytes the switch will not read").await.unwrap();
+        let mut answer = Vec::new();
+        let _ = c.read_to_end(&mut answer).await; // may end in a reset, after the answer
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+    }
+}

@@ -242,6 +242,20 @@ pub(super) fn close(d: &mut Driver, fd: OwnedFd) {
     d.queue(opcode::Close::new(types::Fd(raw)).build().user_data(IGNORED));
 }
 
+/// [`close`], its write side shut first when its last sends went with `MSG_MORE`
+/// (`RingTcp::closing`; call only once those sends completed): the bytes the kernel holds
+/// back then leave with the FIN even when the close itself would reset the connection (the
+/// client sent bytes nobody read: a reset drops what is still in the send queue). A plain
+/// `shutdown` call: the ring's `IORING_OP_SHUTDOWN` always runs in an io-wq worker, which
+/// looks the descriptor up after the close queued behind it has removed it (`EBADF`).
+pub(super) fn close_after_last(d: &mut Driver, fd: OwnedFd, held_back: bool) {
+    if held_back {
+        // Its failure (the peer reset already) leaves nothing to do but the close.
+        let _ = rustix::net::shutdown(&fd, rustix::net::Shutdown::Write);
+    }
+    close(d, fd);
+}
+
 /// A receive of up to [`bufs::SIZE`] bytes from `fd` into a provided buffer.
 pub(super) fn recv(d: &mut Driver, fd: RawFd) -> u32 {
     let entry = opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), bufs::SIZE as u32)
@@ -416,7 +430,8 @@ impl Driver {
             self.keep_send_buf(buf);
         }
         if let Some(fd) = self.slots[slot as usize].close_after.take() {
-            close(self, fd);
+            let held_back = self.slots[slot as usize].send.more;
+            close_after_last(self, fd, held_back);
         }
         let s = &mut self.slots[slot as usize];
         s.send = Sending::default();
@@ -503,8 +518,9 @@ impl Driver {
     /// are the answer's end) and the socket closes once it is over.
     pub(super) fn abandon_send(&mut self, slot: u32, fd: OwnedFd) {
         if self.slots[slot as usize].done.is_some() {
+            let held_back = self.slots[slot as usize].send.more;
             self.release(slot);
-            close(self, fd);
+            close_after_last(self, fd, held_back);
             return;
         }
         let s = &mut self.slots[slot as usize];
