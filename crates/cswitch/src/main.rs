@@ -111,6 +111,8 @@ fn main() -> ExitCode {
 }
 
 fn init_tracing() {
+    // `RUST_LOG` picks the level, up to `debug` in release builds: trace-level events are
+    // compiled out of them (the workspace's `tracing` features, ADR 0023).
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());

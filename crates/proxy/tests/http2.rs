@@ -431,3 +431,28 @@ async fn large_bodies_stream_both_ways_within_flow_control() {
     assert_eq!((big.status, big.body.len()), (200, 5_000_000));
     assert!(big.body.bytes().enumerate().all(|(i, b)| b == testkit::big_byte(i as u64)));
 }
+
+/// An answer with a body ends its stream on its last DATA frame (END_STREAM set on the
+/// frame that carries the last bytes), not on an empty DATA frame after it: one frame less
+/// per answer (ADR 0023). Seen as raw frames.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_last_data_frame_ends_the_stream() {
+    use raw::Raw;
+    let r = rig("last-data", "").await;
+    let mut raw = Raw::open(r.addr).await;
+    assert!(raw.send(&Raw::get(1, "/a/last")).await);
+    let mut frames = Vec::new();
+    while let Some((kind, flags, stream, payload)) = raw.next().await {
+        if stream != 1 {
+            continue;
+        }
+        frames.push((kind, flags & 0x1 != 0, payload.len()));
+        if flags & 0x1 != 0 || kind == 3 {
+            break;
+        }
+    }
+    let data: Vec<_> = frames.iter().filter(|f| f.0 == 0).collect();
+    assert_eq!(frames.first().map(|f| (f.0, f.1)), Some((1, false)), "HEADERS first: {frames:?}");
+    assert!(!data.is_empty() && data.iter().all(|f| f.2 > 0), "no empty DATA frame: {frames:?}");
+    assert!(data.last().is_some_and(|f| f.1), "the last DATA frame ends the stream: {frames:?}");
+}

@@ -2,7 +2,9 @@
 //! write-all, both bounded by a deadline.
 
 use crate::floor::buf::IoBuf;
+use std::future::Future;
 use std::io::{self, IoSlice};
+use std::task::Poll;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::time::{timeout_at, Instant};
 
@@ -35,12 +37,18 @@ pub async fn read_some<R: AsyncRead + Unpin>(
 }
 
 /// Writes every byte of `parts`, in order, with as few syscalls as the socket allows.
+/// The deadline's timer is made only when the write has to wait: most writes are taken
+/// whole at once, and a timer costs more than the write of a short head (ADR 0023).
 pub async fn write_all_parts<W: AsyncWrite + Unpin>(
     w: &mut W,
     parts: &[&[u8]],
     deadline: Instant,
 ) -> Result<(), IoFail> {
-    timeout_at(deadline, write_parts(w, parts)).await.map_err(|_| IoFail::Timeout)?
+    let mut write = std::pin::pin!(write_parts(w, parts));
+    if let Poll::Ready(done) = std::future::poll_fn(|cx| Poll::Ready(write.as_mut().poll(cx))).await {
+        return done;
+    }
+    timeout_at(deadline, write).await.map_err(|_| IoFail::Timeout)?
 }
 
 async fn write_parts<W: AsyncWrite + Unpin>(w: &mut W, parts: &[&[u8]]) -> Result<(), IoFail> {

@@ -111,6 +111,8 @@ impl Pipe {
             lane.start = 0;
         }
         let mut left = room.min(want);
+        // Room for every part at once (a head and its body: one growth, not one each).
+        lane.buf.reserve(left);
         for b in bufs {
             let part = &b[..b.len().min(left)];
             lane.buf.extend_from_slice(part);

@@ -9,6 +9,7 @@ use crate::floor::clock;
 use crate::floor::socket::Socket;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -28,16 +29,17 @@ pub enum Take {
     OwnedBy(u64),
 }
 
-/// Idle connections of one worker.
+/// Idle connections of one worker, by server id (ids the switch numbers itself, never a
+/// client's bytes: no hash flooding to fear, so no SipHash, taken twice per request).
 pub struct Pools {
-    idle: RefCell<HashMap<u64, Vec<Idle>>>,
+    idle: RefCell<HashMap<u64, Vec<Idle>, BuildHasherDefault<IdHasher>>>,
     max_per_server: usize,
 }
 
 impl Pools {
     /// Empty pools keeping at most `max_per_server` idle connections per server.
     pub fn new(max_per_server: usize) -> Self {
-        Pools { idle: RefCell::new(HashMap::new()), max_per_server }
+        Pools { idle: RefCell::new(HashMap::default()), max_per_server }
     }
 
     /// The most recently used live idle connection to `server` that `which` allows, if
@@ -82,5 +84,28 @@ impl Pools {
         for list in idle.values_mut() {
             list.retain(|c| now.duration_since(c.since) < max_idle && c.stream.still_open());
         }
+    }
+}
+
+/// Hashes a server id by one folded multiply (the high and low halves of its product with
+/// an odd constant, so every bit of the id reaches the bits the table uses).
+#[derive(Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        let product = u128::from(self.0) * 0x9e37_79b9_7f4a_7c15;
+        (product as u64) ^ ((product >> 64) as u64)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64` keys come here (`write_u64`); any other input still hashes.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id;
     }
 }

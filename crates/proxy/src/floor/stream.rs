@@ -41,7 +41,7 @@ pub struct Piped {
     /// The address the client connected to (`dstip`, `dstport`).
     pub local: SocketAddr,
     /// For a TLS connection: the server name the client sent and the TLS version.
-    pub tls: Option<(String, &'static str)>,
+    pub tls: Option<(std::rc::Rc<str>, &'static str)>,
 }
 
 impl AsyncRead for Piped {
@@ -196,7 +196,7 @@ impl ClientStream {
     /// negotiated version, for the access log.
     pub fn tls_facts(&self) -> Option<(&str, &'static str)> {
         if let ClientStream::Piped(p) = self {
-            return p.tls.as_ref().map(|(sni, version)| (sni.as_str(), *version));
+            return p.tls.as_ref().map(|(sni, version)| (&**sni, *version));
         }
         let ClientStream::Tls(s) = self else { return None };
         let conn = s.get_ref().1;

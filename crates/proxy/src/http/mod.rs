@@ -51,9 +51,10 @@ pub(crate) fn client(open: &Open, stream: ClientStream, peer: SocketAddr, state:
 }
 
 /// One HTTP/2 stream, piped in as an HTTP/1.1 request on `client` (the `http2` wing made
-/// it): the same phases as any request, on the snapshot current now.
+/// it): the same phases as any request, on the snapshot current now. Not boxed here: the
+/// stream's whole future is boxed once where it is spawned (one allocation, not two).
 pub(crate) async fn serve_piped(worker: &Worker, listener: usize, client: &mut Client) {
-    Box::pin(serve_one(worker, listener, client)).await;
+    serve_one(worker, listener, client).await;
 }
 
 /// Serves one HTTP client connection to its end, or until it parks (`floor::parked`: the

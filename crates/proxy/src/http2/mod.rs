@@ -80,7 +80,8 @@ pub async fn serve_after_preface(open: Open, mut client: Client) {
 pub(crate) struct Conn {
     pub peer: SocketAddr,
     pub local: SocketAddr,
-    pub tls: Option<(String, &'static str)>,
+    /// The server name the client sent (shared by its streams) and the TLS version.
+    pub tls: Option<(Rc<str>, &'static str)>,
     /// The connection's id for the server pools (`reuse = "never"` keeps a pooled server
     /// connection to the client connection that used it).
     pub id: u64,
@@ -101,7 +102,7 @@ pub(crate) struct Conn {
 impl Conn {
     fn new(open: &Open, stream: &ClientStream, peer: SocketAddr, state: Slot) -> Conn {
         let local = stream.local_addr();
-        let tls = stream.tls_facts().map(|(sni, version)| (sni.to_string(), version));
+        let tls = stream.tls_facts().map(|(sni, version)| (Rc::from(sni), version));
         let limit = open.worker.shared.snapshot.load().config.limits.h2_connection_bytes;
         Conn {
             peer,

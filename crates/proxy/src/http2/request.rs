@@ -61,14 +61,14 @@ pub fn translate<B>(req: &Request<B>, end_stream: bool) -> Result<Translated, Re
         return Err(refused(400, "missing :path"));
     }
     let headers = req.headers();
-    check_fields(headers)?;
-    let host = host(req.uri().authority().map(|a| a.as_str()), headers)?;
-    let framing = framing(headers, end_stream)?;
+    let present = check_fields(headers)?;
+    let host = host(req.uri().authority().map(|a| a.as_str()), headers, present.host)?;
+    let framing = framing(headers, end_stream, present.length)?;
     let mut head = Vec::with_capacity(256);
     for part in [method.as_str().as_bytes(), b" ", path.as_bytes(), b" HTTP/1.1\r\nhost: ", host, b"\r\n"] {
         head.extend_from_slice(part);
     }
-    write_fields(headers, &mut head);
+    write_fields(headers, present.cookie, &mut head);
     if framing == Framing::Chunked {
         head.extend_from_slice(b"transfer-encoding: chunked\r\n");
     }
@@ -76,9 +76,22 @@ pub fn translate<B>(req: &Request<B>, end_stream: bool) -> Result<Translated, Re
     Ok(Translated { head, framing, is_head: method == Method::HEAD })
 }
 
+/// Which of the fields looked up by name a request carries (noted on the one pass over
+/// them, so an absent one costs no lookup: most requests carry none of them).
+#[derive(Clone, Copy, Default)]
+struct Present {
+    host: bool,
+    length: bool,
+    cookie: bool,
+}
+
 /// Values without CR, LF or NUL; no connection-specific field; `te` only as `trailers`.
-fn check_fields(headers: &HeaderMap) -> Result<(), Refused> {
+fn check_fields(headers: &HeaderMap) -> Result<Present, Refused> {
+    let mut present = Present::default();
     for (name, value) in headers {
+        present.host |= name == HOST;
+        present.length |= name == CONTENT_LENGTH;
+        present.cookie |= name == COOKIE;
         if value.as_bytes().iter().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
             return Err(refused(400, "CR, LF or NUL in a header field value"));
         }
@@ -89,14 +102,19 @@ fn check_fields(headers: &HeaderMap) -> Result<(), Refused> {
             return Err(refused(400, "te other than \"trailers\" in an HTTP/2 request"));
         }
     }
-    Ok(())
+    Ok(present)
 }
 
 /// The `Host` the server gets: `:authority`, which a `host` field must then equal; else
-/// the one `host` field.
-fn host<'a>(authority: Option<&'a str>, headers: &'a HeaderMap) -> Result<&'a [u8], Refused> {
-    let mut hosts = headers.get_all(HOST).iter();
-    let (first, second) = (hosts.next(), hosts.next());
+/// the one `host` field (`present`: there is one at all).
+fn host<'a>(authority: Option<&'a str>, headers: &'a HeaderMap, present: bool) -> Result<&'a [u8], Refused> {
+    let (first, second) = match present {
+        true => {
+            let mut hosts = headers.get_all(HOST).iter();
+            (hosts.next(), hosts.next())
+        }
+        false => (None, None),
+    };
     if second.is_some() {
         return Err(refused(400, "more than one host field"));
     }
@@ -112,10 +130,16 @@ fn host<'a>(authority: Option<&'a str>, headers: &'a HeaderMap) -> Result<&'a [u
 }
 
 /// The body's framing: one valid `content-length` (zero when the stream has no DATA), or
-/// chunks.
-fn framing(headers: &HeaderMap, end_stream: bool) -> Result<Framing, Refused> {
-    let mut lengths = headers.get_all(CONTENT_LENGTH).iter();
-    let length = match (lengths.next(), lengths.next()) {
+/// chunks (`present`: there is a `content-length` at all).
+fn framing(headers: &HeaderMap, end_stream: bool, present: bool) -> Result<Framing, Refused> {
+    let (first, second) = match present {
+        true => {
+            let mut lengths = headers.get_all(CONTENT_LENGTH).iter();
+            (lengths.next(), lengths.next())
+        }
+        false => (None, None),
+    };
+    let length = match (first, second) {
         (None, _) => None,
         (Some(v), None) => Some(parse_length(v).ok_or(refused(400, "invalid content-length"))?),
         (Some(_), Some(_)) => return Err(refused(400, "more than one content-length")),
@@ -137,8 +161,8 @@ fn parse_length(v: &HeaderValue) -> Option<u64> {
 }
 
 /// The fields as HTTP/1.1 lines, `host` left out (written first) and `cookie` fields
-/// joined into one (RFC 9113 §8.2.3).
-fn write_fields(headers: &HeaderMap, out: &mut Vec<u8>) {
+/// joined into one (RFC 9113 §8.2.3; `cookies`: there is one at all).
+fn write_fields(headers: &HeaderMap, cookies: bool, out: &mut Vec<u8>) {
     for (name, value) in headers {
         if name == HOST || name == COOKIE {
             continue;
@@ -146,6 +170,9 @@ fn write_fields(headers: &HeaderMap, out: &mut Vec<u8>) {
         for part in [name.as_str().as_bytes(), b": ", value.as_bytes(), b"\r\n"] {
             out.extend_from_slice(part);
         }
+    }
+    if !cookies {
+        return;
     }
     let mut cookies = headers.get_all(COOKIE).iter();
     if let Some(first) = cookies.next() {

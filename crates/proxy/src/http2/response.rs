@@ -14,6 +14,7 @@ use h2::server::SendResponse;
 use h2::SendStream;
 use http::HeaderMap;
 use http1::{BodyKind, BodyScanner, HeadLimits, Parse, ResponseHead};
+use std::task::Poll;
 use std::time::Duration;
 
 /// How relaying the answer ended.
@@ -160,11 +161,21 @@ async fn body(
             }
         };
         buf.drain(..consumed);
-        if !data.is_empty() && send_data(send, Bytes::from(std::mem::take(&mut data)), ctx).await.is_err() {
-            return reset(send, Relayed::Broken);
+        // The body's last DATA frame carries END_STREAM itself when no trailers follow: no
+        // empty frame after it (one frame less to queue, encode and send per answer).
+        let trailers =
+            if done && !trailer.is_empty() { parse_trailer_section(&trailer) } else { HeaderMap::new() };
+        let last = done && trailers.is_empty();
+        if !data.is_empty() {
+            if send_data(send, Bytes::from(std::mem::take(&mut data)), last, ctx).await.is_err() {
+                return reset(send, Relayed::Broken);
+            }
+            if last {
+                return Relayed::Complete;
+            }
         }
         if done {
-            return end(send, parse_trailer_section(&trailer));
+            return end(send, trailers);
         }
         match pipe.take_into(buf).await {
             0 if kind == BodyKind::UntilClose => return end(send, HeaderMap::new()),
@@ -222,17 +233,30 @@ fn reset(send: &mut SendStream<Bytes>, why: Relayed) -> Relayed {
     why
 }
 
-/// Sends `data` as the client's window opens; a window that stays shut for `client_io`
-/// is a stall (counted as a client timeout).
-async fn send_data(send: &mut SendStream<Bytes>, mut data: Bytes, ctx: &RelayCtx<'_>) -> Result<(), ()> {
+/// Sends `data` as the client's window opens, its last frame ending the stream when `last`;
+/// a window that stays shut for `client_io` is a stall (counted as a client timeout).
+async fn send_data(
+    send: &mut SendStream<Bytes>,
+    mut data: Bytes,
+    last: bool,
+    ctx: &RelayCtx<'_>,
+) -> Result<(), ()> {
     while !data.is_empty() {
         send.reserve_capacity(data.len());
-        let capacity = std::future::poll_fn(|cx| send.poll_capacity(cx));
-        match tokio::time::timeout(ctx.client_io, capacity).await {
+        // The timer only when the window is shut: an answer that fits the open window
+        // (nearly all) goes without one.
+        let open = std::future::poll_fn(|cx| Poll::Ready(send.poll_capacity(cx))).await;
+        let capacity = match open {
+            Poll::Ready(ready) => Ok(ready),
+            Poll::Pending => {
+                tokio::time::timeout(ctx.client_io, std::future::poll_fn(|cx| send.poll_capacity(cx))).await
+            }
+        };
+        match capacity {
             Ok(Some(Ok(0))) => continue,
             Ok(Some(Ok(n))) => {
                 let part = data.split_to(n.min(data.len()));
-                send.send_data(part, false).map_err(drop)?;
+                send.send_data(part, last && data.is_empty()).map_err(drop)?;
             }
             Ok(Some(Err(_)) | None) => return Err(()),
             Err(_) => {

@@ -232,7 +232,7 @@ fn log_refusal(
         host: host.unwrap_or(""),
         user_agent: field(http::header::USER_AGENT).unwrap_or(""),
         real_client: None,
-        sni: tls.map_or("", |t| t.0.as_str()),
+        sni: tls.map_or("", |t| &*t.0),
         tls_version: tls.map_or("", |t| t.1),
     };
     record::finish_with(&worker.shared, &snap, &entry, outcome, &details);
