@@ -456,3 +456,42 @@ async fn the_last_data_frame_ends_the_stream() {
     assert!(!data.is_empty() && data.iter().all(|f| f.2 > 0), "no empty DATA frame: {frames:?}");
     assert!(data.last().is_some_and(|f| f.1), "the last DATA frame ends the stream: {frames:?}");
 }
+
+/// An interim answer reaches an HTTP/2 client: a POST with `expect: 100-continue` gets the
+/// server's `100` (a HEADERS frame that leaves the stream open) before it sends its body,
+/// then the final answer with the body echoed. Without the relay the client would wait for
+/// its own timeout (the frame never comes: `next_for` gives up after 5 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_100_continue_reaches_the_client_before_its_body() {
+    use raw::Raw;
+    let r = rig("continue", "").await;
+    let mut raw = Raw::open(r.addr).await;
+    let fields = [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/echo"),
+        (":authority", "a.test"),
+        ("content-length", "4"),
+        ("expect", "100-continue"),
+    ];
+    assert!(raw.send(&Raw::headers(1, &fields, false)).await);
+    let interim = raw.next_for(1).await;
+    // A final status would be an indexed static-table field (0x88 = 200 … 0x8e = 500).
+    assert!(
+        matches!(&interim, Some((1, block)) if !(0x88..=0x8e).contains(&block[0])),
+        "an interim HEADERS before the body: {interim:?}"
+    );
+    assert!(raw.send(&Raw::data(1, b"ping", true)).await);
+    let answer = raw.next_for(1).await;
+    assert!(matches!(&answer, Some((1, block)) if block[0] == 0x88), "then 200: {answer:?}");
+    let mut body = Vec::new();
+    while let Some((kind, flags, stream, payload)) = raw.next().await {
+        if stream == 1 && kind == 0 {
+            body.extend_from_slice(&payload);
+            if flags & 0x1 != 0 {
+                break;
+            }
+        }
+    }
+    assert_eq!(body, b"ping");
+}

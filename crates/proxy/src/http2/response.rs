@@ -1,5 +1,5 @@
 //! The answer the request phases wrote (HTTP/1.1, on the pipe) read back and sent on the
-//! stream: interim 1xx answers skipped, the status and fields as an HTTP/2 response
+//! stream: interim 1xx answers passed on, the status and fields as an HTTP/2 response
 //! without the connection-specific ones (RFC 9113 §8.2.2), the body de-chunked into DATA
 //! frames as the client's flow control allows. A client that opens no window within
 //! `client_io` (a zero-window stall) has its stream reset.
@@ -48,7 +48,7 @@ pub async fn relay(pipe: &mut Reader<'_>, respond: &mut SendResponse<Bytes>, ctx
     // Empty: the first read takes the pipe's own buffer (`floor::pipe`).
     let mut buf = Vec::new();
     let mut head = ResponseHead::new();
-    if final_head(pipe, &mut buf, &mut head, ctx).await.is_none() {
+    if final_head(pipe, &mut buf, &mut head, respond, ctx).await.is_none() {
         return Relayed::NoAnswer;
     }
     if ctx.grpc && head.status != 200 {
@@ -66,11 +66,13 @@ pub async fn relay(pipe: &mut Reader<'_>, respond: &mut SendResponse<Bytes>, ctx
 
 /// Reads until `buf` starts with a final (non-1xx) head; `None`: the pipe closed first,
 /// or what came is not a head (the phases write only valid ones: a failure there). The
-/// head is not validated again (`answer`).
+/// head is not validated again (`answer`). Interim answers go on to the client as they
+/// come (a `100 Continue` a client waits for before its body, a `103 Early Hints`).
 async fn final_head(
     pipe: &mut Reader<'_>,
     buf: &mut Vec<u8>,
     head: &mut ResponseHead,
+    respond: &mut SendResponse<Bytes>,
     ctx: &RelayCtx<'_>,
 ) -> Option<()> {
     let max = ctx.limits.max_head_bytes.max(64 * 1024);
@@ -78,6 +80,11 @@ async fn final_head(
         if !buf.is_empty() {
             match answer::read(buf, head, ctx.is_head, max) {
                 Ok(Parse::Complete) if head.is_interim() => {
+                    // 101 has no meaning in HTTP/2 (RFC 9113 §8.6): never passed on.
+                    if head.status != 101 {
+                        // A client already gone fails the final answer too: nothing to do here.
+                        let _ = respond.send_informational(translate(buf, head));
+                    }
                     buf.drain(..head.head_len);
                     continue;
                 }

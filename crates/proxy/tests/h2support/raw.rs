@@ -140,6 +140,16 @@ impl Raw {
         frame(1, 0x5, stream, &hpack(&fields))
     }
 
+    /// HEADERS with `fields` on `stream`, ending it when `end`.
+    pub fn headers(stream: u32, fields: &[(&str, &str)], end: bool) -> Vec<u8> {
+        frame(1, 0x4 | u8::from(end), stream, &hpack(fields))
+    }
+
+    /// DATA with `bytes` on `stream`, ending it when `end`.
+    pub fn data(stream: u32, bytes: &[u8], end: bool) -> Vec<u8> {
+        frame(0, u8::from(end), stream, bytes)
+    }
+
     /// RST_STREAM CANCEL on `stream`.
     pub fn cancel(stream: u32) -> Vec<u8> {
         frame(3, 0, stream, &8u32.to_be_bytes())
