@@ -166,12 +166,18 @@ async fn server_connect_timeout_gives_504() {
     assert_eq!(sw.stats().get(Counter::ConnectTimeout), 1);
 }
 
+/// A client whose WebSocket upgrade the switch (and testkit's echo origin) accepted.
+async fn websocket_tunnel(addr: std::net::SocketAddr) -> RawClient {
+    let mut c = RawClient::connect(addr).await.unwrap();
+    c.send(b"GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").await.unwrap();
+    assert_eq!(c.read_response_to_head().await.unwrap().status, 101);
+    c
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_tunnel_is_closed() {
     let h = start(&["s1"], "[timeouts]\ntunnel_idle = \"300ms\"\n").await;
-    let mut c = RawClient::connect(h.addr).await.unwrap();
-    c.send(b"GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").await.unwrap();
-    assert_eq!(c.read_response_to_head().await.unwrap().status, 101);
+    let mut c = websocket_tunnel(h.addr).await;
     assert!(c.closed_within(Duration::from_secs(3)).await);
 }
 
@@ -180,9 +186,7 @@ async fn idle_tunnel_is_closed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_active_tunnel_outlives_its_idle_timeout_and_closes_once_quiet() {
     let h = start(&["s1"], "[timeouts]\ntunnel_idle = \"300ms\"\n").await;
-    let mut c = RawClient::connect(h.addr).await.unwrap();
-    c.send(b"GET /ws HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").await.unwrap();
-    assert_eq!(c.read_response_to_head().await.unwrap().status, 101);
+    let c = websocket_tunnel(h.addr).await;
     let (mut stream, mut pending) = c.into_parts();
     let began = Instant::now();
     let mut last_echo = began;

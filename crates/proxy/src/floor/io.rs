@@ -6,6 +6,7 @@ use std::future::Future;
 use std::io::{self, IoSlice};
 use std::task::Poll;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::time::error::Elapsed;
 use tokio::time::{timeout_at, Instant};
 
 /// Why an I/O step failed.
@@ -37,18 +38,26 @@ pub async fn read_some<R: AsyncRead + Unpin>(
 }
 
 /// Writes every byte of `parts`, in order, with as few syscalls as the socket allows.
-/// The deadline's timer is made only when the write has to wait: most writes are taken
-/// whole at once, and a timer costs more than the write of a short head (ADR 0023).
 pub async fn write_all_parts<W: AsyncWrite + Unpin>(
     w: &mut W,
     parts: &[&[u8]],
     deadline: Instant,
 ) -> Result<(), IoFail> {
-    let mut write = std::pin::pin!(write_parts(w, parts));
-    if let Poll::Ready(done) = std::future::poll_fn(|cx| Poll::Ready(write.as_mut().poll(cx))).await {
-        return done;
+    timeout_if_waiting(|| deadline, write_parts(w, parts)).await.map_err(|_| IoFail::Timeout)?
+}
+
+/// `work` bounded by `deadline`, whose timer is made only when `work` does not finish on
+/// its first poll: most writes are taken whole at once, and a timer costs more than the
+/// write of a short head (ADR 0023).
+pub async fn timeout_if_waiting<F: Future>(
+    deadline: impl FnOnce() -> Instant,
+    work: F,
+) -> Result<F::Output, Elapsed> {
+    let mut work = std::pin::pin!(work);
+    if let Poll::Ready(done) = std::future::poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await {
+        return Ok(done);
     }
-    timeout_at(deadline, write).await.map_err(|_| IoFail::Timeout)?
+    timeout_at(deadline(), work).await
 }
 
 async fn write_parts<W: AsyncWrite + Unpin>(w: &mut W, parts: &[&[u8]]) -> Result<(), IoFail> {

@@ -209,21 +209,6 @@ impl ClientStream {
         Some((conn.server_name().unwrap_or(""), version))
     }
 
-    /// The connection closes right after the writes that follow (an answer with
-    /// `Connection: close`, a refusal): on the ring they are sent so that the FIN travels
-    /// with the last bytes (`RingTcp::closing`). Nothing elsewhere.
-    pub fn closing(&self) {
-        match self {
-            ClientStream::Ring(r) => r.closing(),
-            ClientStream::Tls(t) => {
-                if let Socket::Ring(r) = t.get_ref().0 {
-                    r.closing();
-                }
-            }
-            ClientStream::Plain(_) | ClientStream::Piped(_) => {}
-        }
-    }
-
     /// Whether the switch terminates TLS on this connection.
     pub fn is_tls(&self) -> bool {
         match self {
@@ -285,10 +270,27 @@ impl ClientStream {
     }
 }
 
-/// A writer that can be told that the connection closes right after what it writes next.
+/// A writer that can be told that the connection closes right after what it writes next
+/// (an answer with `Connection: close`, a refusal, a TLS close_notify): on the ring those
+/// writes are sent so that the FIN travels with the last bytes (`RingTcp::closing`).
+/// Nothing elsewhere.
 pub trait LastWrites {
-    /// See [`ClientStream::closing`].
+    /// The writes that follow are the connection's last.
     fn last_writes(&self);
+}
+
+impl LastWrites for ClientStream {
+    fn last_writes(&self) {
+        match self {
+            ClientStream::Ring(r) => r.closing(),
+            ClientStream::Tls(t) => {
+                if let Socket::Ring(r) = t.get_ref().0 {
+                    r.closing();
+                }
+            }
+            ClientStream::Plain(_) | ClientStream::Piped(_) => {}
+        }
+    }
 }
 
 impl LastWrites for ClientWrite<'_> {

@@ -29,7 +29,7 @@ pub mod view;
 use crate::floor::conns::{ConnState, Slot};
 use crate::floor::parked::Resting;
 use crate::floor::stats::Counter;
-use crate::floor::stream::ClientStream;
+use crate::floor::stream::{ClientStream, LastWrites};
 use crate::floor::worker::Open;
 use crate::floor::worker::{BusyGuard, Worker};
 use crate::upstream::prealloc;
@@ -143,7 +143,7 @@ pub(crate) fn resume(r: Resting, state: Slot, ring: bool) -> Option<Client> {
 /// close_notify, so a TLS client can tell the end from a truncation (a plain TCP connection
 /// needs nothing more than the close itself).
 async fn close_notify(stream: &mut ClientStream) {
-    stream.closing(); // the alert and the FIN in one segment (on the ring)
+    stream.last_writes(); // the alert and the FIN in one segment (on the ring)
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), stream.shutdown()).await;
 }
 

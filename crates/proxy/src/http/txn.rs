@@ -10,6 +10,7 @@ use crate::floor::failure::Refusal;
 use crate::floor::io::{read_some, write_all_parts};
 use crate::floor::snapshot::Snapshot;
 use crate::floor::stats::Counter;
+use crate::floor::stream::LastWrites;
 use crate::floor::worker::Worker;
 use crate::http::client::Client;
 use crate::http::head::{self, HeadFail};
@@ -157,7 +158,7 @@ impl Txn<'_> {
     pub async fn refuse(&mut self, r: Refusal) -> bool {
         self.s.resp_out.clear();
         write_refusal(r, &mut self.s.resp_out);
-        self.client.stream.closing();
+        self.client.stream.last_writes();
         let deadline = Instant::now() + Duration::from_secs(5);
         let _ = write_all_parts(&mut self.client.stream, &[&self.s.resp_out], deadline).await;
         self.outcome.status = r.status;

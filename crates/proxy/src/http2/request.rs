@@ -108,12 +108,11 @@ fn check_fields(headers: &HeaderMap) -> Result<Present, Refused> {
 /// The `Host` the server gets: `:authority`, which a `host` field must then equal; else
 /// the one `host` field (`present`: there is one at all).
 fn host<'a>(authority: Option<&'a str>, headers: &'a HeaderMap, present: bool) -> Result<&'a [u8], Refused> {
-    let (first, second) = match present {
-        true => {
-            let mut hosts = headers.get_all(HOST).iter();
-            (hosts.next(), hosts.next())
-        }
-        false => (None, None),
+    let (first, second) = if present {
+        let mut hosts = headers.get_all(HOST).iter();
+        (hosts.next(), hosts.next())
+    } else {
+        (None, None)
     };
     if second.is_some() {
         return Err(refused(400, "more than one host field"));
@@ -132,12 +131,11 @@ fn host<'a>(authority: Option<&'a str>, headers: &'a HeaderMap, present: bool) -
 /// The body's framing: one valid `content-length` (zero when the stream has no DATA), or
 /// chunks (`present`: there is a `content-length` at all).
 fn framing(headers: &HeaderMap, end_stream: bool, present: bool) -> Result<Framing, Refused> {
-    let (first, second) = match present {
-        true => {
-            let mut lengths = headers.get_all(CONTENT_LENGTH).iter();
-            (lengths.next(), lengths.next())
-        }
-        false => (None, None),
+    let (first, second) = if present {
+        let mut lengths = headers.get_all(CONTENT_LENGTH).iter();
+        (lengths.next(), lengths.next())
+    } else {
+        (None, None)
     };
     let length = match (first, second) {
         (None, _) => None,

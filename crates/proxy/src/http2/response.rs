@@ -5,6 +5,7 @@
 //! `client_io` (a zero-window stall) has its stream reset.
 
 use crate::floor::fields::parse_trailer_section;
+use crate::floor::io::timeout_if_waiting;
 use crate::floor::pipe::Reader;
 use crate::floor::stats::{Counter, Stats};
 use crate::http2::answer;
@@ -14,8 +15,8 @@ use h2::server::SendResponse;
 use h2::SendStream;
 use http::HeaderMap;
 use http1::{BodyKind, BodyScanner, HeadLimits, Parse, ResponseHead};
-use std::task::Poll;
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// How relaying the answer ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -252,13 +253,8 @@ async fn send_data(
         send.reserve_capacity(data.len());
         // The timer only when the window is shut: an answer that fits the open window
         // (nearly all) goes without one.
-        let open = std::future::poll_fn(|cx| Poll::Ready(send.poll_capacity(cx))).await;
-        let capacity = match open {
-            Poll::Ready(ready) => Ok(ready),
-            Poll::Pending => {
-                tokio::time::timeout(ctx.client_io, std::future::poll_fn(|cx| send.poll_capacity(cx))).await
-            }
-        };
+        let open = std::future::poll_fn(|cx| send.poll_capacity(cx));
+        let capacity = timeout_if_waiting(|| Instant::now() + ctx.client_io, open).await;
         match capacity {
             Ok(Some(Ok(0))) => continue,
             Ok(Some(Ok(n))) => {

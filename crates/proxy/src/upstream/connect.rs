@@ -162,7 +162,7 @@ pub fn note_failure(
 /// or a mail dialogue is a few small ping-pong exchanges, which batch poorly on the ring
 /// (each costs a reaper cycle where epoll makes one plain read or write). Measured on TLS
 /// passthrough, same binary: 1.10× HAProxy's CPU per connection with the server on the
-/// ring, 0.98× with it on epoll (ADR 0024).
+/// ring, 1.00× with it on epoll (ADR 0024).
 pub async fn pick_and_connect<'s>(
     worker: &Worker,
     snap: &'s Snapshot,

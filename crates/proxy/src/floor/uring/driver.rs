@@ -517,16 +517,14 @@ impl Driver {
     /// The owner of send `slot` leaves with `fd`, its socket: the send goes on (its bytes
     /// are the answer's end) and the socket closes once it is over.
     pub(super) fn abandon_send(&mut self, slot: u32, fd: OwnedFd) {
-        if self.slots[slot as usize].done.is_some() {
-            let held_back = self.slots[slot as usize].send.more;
-            self.release(slot);
-            close_after_last(self, fd, held_back);
+        let s = &mut self.slots[slot as usize];
+        s.close_after = Some(fd);
+        if s.done.is_some() {
+            self.release(slot); // over already: closes it now
             return;
         }
-        let s = &mut self.slots[slot as usize];
         s.orphan = true;
         s.waker = None;
-        s.close_after = Some(fd);
     }
 
     /// Cancels a receive in flight and waits (in the kernel, briefly) until its completion is
