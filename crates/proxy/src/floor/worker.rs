@@ -10,6 +10,7 @@ use crate::floor::parked::Parked;
 use crate::floor::pool::Pools;
 use crate::floor::schedulers::WorkerSchedulers;
 use crate::floor::shared::Shared;
+use crate::floor::snapshot::Snapshot;
 use balance::Candidate;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -50,6 +51,9 @@ pub struct Worker {
     pub busy_ended: Notify,
     /// This worker has an io_uring (`[global] io = "uring"`, and the kernel allowed it).
     pub ring: bool,
+    /// The snapshot this worker's requests last started on (see [`Worker::snapshot`]).
+    #[allow(clippy::redundant_allocation)] // the Rc is the point: a count only this thread writes
+    current: RefCell<Rc<Arc<Snapshot>>>,
 }
 
 impl Worker {
@@ -74,8 +78,24 @@ impl Worker {
             shutdown: Notify::new(),
             busy_ended: Notify::new(),
             ring: false,
+            current: RefCell::new(Rc::new(shared.snapshot.load_full())),
             shared: Arc::clone(&shared),
         }
+    }
+
+    /// The current snapshot, for a request (or connection) to start on and keep until it
+    /// ends. Held through a per-worker `Rc`: taking it writes nothing another worker reads.
+    /// `ArcSwap::load_full` here bumped the snapshot's one shared count twice per request
+    /// from every worker, its cache line (with the snapshot's first fields) bouncing between
+    /// the cores (ADR 0025).
+    #[allow(clippy::redundant_allocation)] // one allocation per new snapshot, none per request
+    pub fn snapshot(&self) -> Rc<Arc<Snapshot>> {
+        let now = self.shared.snapshot.load();
+        let mut current = self.current.borrow_mut();
+        if !Arc::ptr_eq(&current, &now) {
+            *current = Rc::new(arc_swap::Guard::into_inner(now));
+        }
+        Rc::clone(&current)
     }
 
     /// Whether connections of `listener` are served through the ring: HTTP (plain or TLS

@@ -150,7 +150,7 @@ async fn close_notify(stream: &mut ClientStream) {
 /// One request, on the snapshot current when it started.
 async fn serve_one(worker: &Worker, listener: usize, client: &mut Client) -> bool {
     let _busy = BusyGuard::new(worker);
-    let snap = worker.shared.snapshot.load_full();
+    let snap = worker.snapshot();
     let mut scratch = scratch::take();
     let keep = txn::handle(worker, &snap, listener, client, &mut scratch).await;
     scratch::give(scratch);

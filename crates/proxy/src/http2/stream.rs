@@ -42,7 +42,7 @@ pub async fn serve(
     // The header block is held while the stream runs (in the phases' buffer, where the
     // head reader finds it: it never passes through the pipe); the pipe holds what passes.
     let _head = Charge::new(&conn.budget, t.head.len());
-    let snap = worker.shared.snapshot.load_full();
+    let snap = worker.snapshot();
     let (wing, theirs) = pipe::pipe(&conn.budget);
     let mut client = piped_client(&worker, &conn, theirs, &t.head);
     let phases = async {

@@ -155,18 +155,24 @@ pub fn trim() {
 /// Gives the kernel what was queued during this turn, and takes the completions that are
 /// already there: the worker runtime's `on_thread_park` (tokio runs a task this wakes before
 /// it sleeps). Completions the submission itself produced (a send that went at once) do not
-/// always signal the eventfd: without this they could wait for the next unrelated wake-up.
+/// signal the eventfd (`enter` turns it off while it runs), nor do those that arrived during
+/// an `enter`: so it goes round until nothing waits, or until it woke a task (tokio runs it
+/// and parks again, through here).
 pub fn flush() {
     let woken = DRIVER.with(|d| {
         let mut d = d.borrow_mut();
         let Some(d) = d.as_mut() else { return Vec::new() };
-        if d.idle() {
-            return Vec::new();
+        loop {
+            if d.idle() {
+                return Vec::new();
+            }
+            d.enter(0);
+            let woken = d.reap();
+            d.submit(); // the rest of short sends
+            if !woken.is_empty() {
+                return woken;
+            }
         }
-        d.enter(0);
-        let woken = d.reap();
-        d.submit(); // the rest of short sends
-        woken
     });
     woken.into_iter().for_each(Waker::wake);
 }
@@ -198,6 +204,9 @@ pub async fn reaper() {
         // so edge-triggered epoll (tokio's) reports each one, read or not; a read per wake-up
         // was a system call in four of every cycle (the counter saturates, it cannot wrap).
         let woken = with(|d| {
+            if d.idle() {
+                return Vec::new(); // what signalled was reaped already (by a flush)
+            }
             d.enter(0);
             d.reap()
         });
@@ -340,8 +349,14 @@ impl Driver {
     /// `io_uring_enter`: submits `to_submit` entries and runs deferred completions.
     fn enter(&mut self, to_submit: u32) {
         let to_submit = to_submit.max(self.queued);
+        // The completions this call posts (sends that went at once, the deferred ones it
+        // runs) are reaped by the caller right after: signalling them would only make the
+        // worker's next epoll_wait return at once to an empty ring (a wasted turn: two
+        // system calls). What arrives meanwhile sets the TASKRUN flag, which `idle` reads.
+        self.ring.completion().disable_eventfd();
         // SAFETY: no extra argument; queued entries' memory is owned (see `queue`).
         let entered = unsafe { self.ring.submitter().enter::<libc::sigset_t>(to_submit, 0, GETEVENTS, None) };
+        self.ring.completion().enable_eventfd();
         match entered {
             Ok(_) => {
                 self.queued = 0;
@@ -550,5 +565,70 @@ impl Driver {
             }
         }
         (-libc::ECANCELED, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The eventfd wakes the worker for completions it has not seen, and only for those
+    //! (each test runs on its own thread, so each has its own ring).
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    /// A connected loopback pair: (ours, the peer's).
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ours = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (theirs, _) = l.accept().unwrap();
+        (ours, theirs)
+    }
+
+    /// Whether the ring's eventfd was signalled (reads and so resets its counter).
+    fn signalled() -> bool {
+        let fd = with(|d| d.eventfd.as_raw_fd());
+        let mut count = [0u8; 8];
+        // SAFETY: reads 8 bytes into a local array from the driver's eventfd (non-blocking).
+        unsafe { libc::read(fd, count.as_mut_ptr().cast(), 8) == 8 }
+    }
+
+    /// Waits up to a second for the eventfd (what the worker's epoll_wait would do).
+    fn signalled_within_a_second() -> bool {
+        let fd = with(|d| d.eventfd.as_raw_fd());
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one pollfd that lives across the call.
+        unsafe { libc::poll(&mut p, 1, 1000) == 1 }
+    }
+
+    #[test]
+    fn a_send_the_flush_completed_does_not_wake_the_worker() {
+        install().unwrap();
+        let (ours, mut theirs) = pair();
+        let mut buf = with(|d| d.send_buf());
+        buf[..5].copy_from_slice(b"hello");
+        let op = with(|d| send(d, ours.as_raw_fd(), buf, (0, 5), false));
+        flush();
+        let mut got = [0u8; 5];
+        theirs.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"hello");
+        assert!(with(|d| d.peek(op)).is_some_and(|(res, _)| res == 5), "the flush reaped the send");
+        // Before: the send's completion signalled the eventfd, and the worker's next
+        // epoll_wait returned at once to an empty ring.
+        assert!(!signalled(), "a completion the flush reaped signalled the eventfd");
+        with(|d| d.release(op));
+    }
+
+    #[test]
+    fn bytes_for_a_waiting_receive_wake_the_worker() {
+        install().unwrap();
+        let (ours, mut theirs) = pair();
+        let op = with(|d| recv(d, ours.as_raw_fd()));
+        flush(); // submitted: nothing to read yet, so it waits in the kernel
+        assert!(!signalled());
+        theirs.write_all(b"ping").unwrap();
+        assert!(signalled_within_a_second(), "bytes arrived and the worker was not woken");
+        flush();
+        assert!(with(|d| d.peek(op)).is_some_and(|(res, _)| res == 4));
+        with(|d| d.finish_recv(op));
     }
 }
