@@ -265,10 +265,19 @@ pub(super) fn close_after_last(d: &mut Driver, fd: OwnedFd, held_back: bool) {
     close(d, fd);
 }
 
+/// `IORING_RECVSEND_POLL_FIRST` (the crate keeps it private): a receive waits for readiness
+/// before it tries. A receive goes to the ring when the bytes are not there yet (the answer
+/// to what was just sent, the client's next request; bulk reads go by `recv_now`), so the
+/// first try would fail: it cost a buffer picked and put back and a socket locked for
+/// nothing. Where bytes are there, the poll finds them at once. Keep-alive CPU per request
+/// 0.98x paired, new connection per request 1.00x (ADR 0025).
+const POLL_FIRST: u16 = 1;
+
 /// A receive of up to [`bufs::SIZE`] bytes from `fd` into a provided buffer.
 pub(super) fn recv(d: &mut Driver, fd: RawFd) -> u32 {
     let entry = opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), bufs::SIZE as u32)
         .buf_group(bufs::GROUP)
+        .ioprio(POLL_FIRST)
         .build()
         .flags(squeue::Flags::BUFFER_SELECT);
     d.push(entry, None, Sending::default())
