@@ -155,24 +155,26 @@ pub fn trim() {
 /// Gives the kernel what was queued during this turn, and takes the completions that are
 /// already there: the worker runtime's `on_thread_park` (tokio runs a task this wakes before
 /// it sleeps). Completions the submission itself produced (a send that went at once) do not
-/// signal the eventfd (`enter` turns it off while it runs), nor do those that arrived during
-/// an `enter`: so it goes round until nothing waits, or until it woke a task (tokio runs it
-/// and parks again, through here).
+/// signal the eventfd (a quiet `enter`), nor does work that arrived during that call: when
+/// the flag says some did and nothing was woken, one more call runs it with the eventfd on.
 pub fn flush() {
     let woken = DRIVER.with(|d| {
         let mut d = d.borrow_mut();
         let Some(d) = d.as_mut() else { return Vec::new() };
-        loop {
-            if d.idle() {
-                return Vec::new();
-            }
-            d.enter(0);
-            let woken = d.reap();
-            d.submit(); // the rest of short sends
-            if !woken.is_empty() {
-                return woken;
-            }
+        if d.idle() {
+            return Vec::new();
         }
+        d.enter(0, true);
+        let mut woken = d.reap();
+        d.submit(); // the rest of short sends
+        if woken.is_empty() && !d.idle() {
+            // Work came during the quiet call (it set TASKRUN but signalled nothing): run it
+            // with the eventfd on, so what comes after wakes the worker. Once, not until
+            // idle: the flag can stay set with nothing left to run, and a loop on it spun.
+            d.enter(0, false);
+            woken = d.reap();
+        }
+        woken
     });
     woken.into_iter().for_each(Waker::wake);
 }
@@ -207,7 +209,7 @@ pub async fn reaper() {
             if d.idle() {
                 return Vec::new(); // what signalled was reaped already (by a flush)
             }
-            d.enter(0);
+            d.enter(0, true); // the flush before the worker sleeps comes after
             d.reap()
         });
         woken.into_iter().for_each(Waker::wake);
@@ -351,21 +353,27 @@ impl Driver {
     /// Gives the queued entries to the kernel.
     fn submit(&mut self) {
         if self.queued > 0 {
-            self.enter(self.queued);
+            self.enter(self.queued, false);
         }
     }
 
     /// `io_uring_enter`: submits `to_submit` entries and runs deferred completions.
-    fn enter(&mut self, to_submit: u32) {
+    /// `quiet`: the completions this call posts (sends that went at once, the deferred ones
+    /// it runs) are reaped by the caller right after, so they do not signal the eventfd (a
+    /// signal would only make the worker's next epoll_wait return at once to an empty ring:
+    /// a wasted turn, two system calls). What arrives meanwhile sets the TASKRUN flag and
+    /// signals nothing: only a caller that checks `idle` before the worker sleeps (the
+    /// flush) may be quiet.
+    fn enter(&mut self, to_submit: u32, quiet: bool) {
         let to_submit = to_submit.max(self.queued);
-        // The completions this call posts (sends that went at once, the deferred ones it
-        // runs) are reaped by the caller right after: signalling them would only make the
-        // worker's next epoll_wait return at once to an empty ring (a wasted turn: two
-        // system calls). What arrives meanwhile sets the TASKRUN flag, which `idle` reads.
-        self.ring.completion().disable_eventfd();
+        if quiet {
+            self.ring.completion().disable_eventfd();
+        }
         // SAFETY: no extra argument; queued entries' memory is owned (see `queue`).
         let entered = unsafe { self.ring.submitter().enter::<libc::sigset_t>(to_submit, 0, GETEVENTS, None) };
-        self.ring.completion().enable_eventfd();
+        if quiet {
+            self.ring.completion().enable_eventfd();
+        }
         match entered {
             Ok(_) => {
                 self.queued = 0;
