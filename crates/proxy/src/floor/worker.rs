@@ -87,7 +87,8 @@ impl Worker {
     /// ends. Held through a per-worker `Rc`: taking it writes nothing another worker reads.
     /// `ArcSwap::load_full` here bumped the snapshot's one shared count twice per request
     /// from every worker, its cache line (with the snapshot's first fields) bouncing between
-    /// the cores (ADR 0025).
+    /// the cores (ADR 0025). A worker that serves nothing after a reload keeps the previous
+    /// snapshot alive until its next request (memory only: nothing reads it).
     #[allow(clippy::redundant_allocation)] // one allocation per new snapshot, none per request
     pub fn snapshot(&self) -> Rc<Arc<Snapshot>> {
         let now = self.shared.snapshot.load();

@@ -362,8 +362,8 @@ impl Driver {
     /// it runs) are reaped by the caller right after, so they do not signal the eventfd (a
     /// signal would only make the worker's next epoll_wait return at once to an empty ring:
     /// a wasted turn, two system calls). What arrives meanwhile sets the TASKRUN flag and
-    /// signals nothing: only a caller that checks `idle` before the worker sleeps (the
-    /// flush) may be quiet.
+    /// signals nothing: only the flush, and callers the flush follows before the worker
+    /// sleeps (the reaper), may be quiet; the flush looks at the flag after its own call.
     fn enter(&mut self, to_submit: u32, quiet: bool) {
         let to_submit = to_submit.max(self.queued);
         if quiet {
