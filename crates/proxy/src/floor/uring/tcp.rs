@@ -1,18 +1,22 @@
 //! A TCP socket served by the worker's ring, as `AsyncRead` / `AsyncWrite` (what the phases
 //! are written against).
 //!
-//! Reads: one receive in flight at most, submitted when someone waits for bytes; it picks a
-//! provided buffer only when bytes arrive, so a connection waiting for its next request
-//! holds none. Its bytes are copied into the reader's buffer and the provided buffer goes
-//! back at once (a reader with less room takes the rest on its next read).
+//! Reads: a multishot receive, armed when someone first waits for bytes and kept armed
+//! while the connection lives: each arrival of bytes is a completion queued for the reader,
+//! with no submission per request. It picks a provided buffer only when bytes arrive, so a
+//! connection waiting for its next request holds none. Bytes are copied into the reader's
+//! buffer and the provided buffer goes back at once (a reader with less room takes the rest
+//! on its next read). A receive holding unread bytes it should not (see `driver::recv`)
+//! is stopped, and armed again when its reader next waits.
 //! Writes: a write copies what it is given (up to [`SEND_SIZE`]) into a send buffer that
 //! moves into the operation, and returns; the next write or a shutdown waits for that send
 //! to complete, so at most one send is in flight and an error is reported to the writer's
 //! next call. A flush does not wait: the driver sends the rest of a short send itself, and a
 //! socket dropped with its send in flight closes once the send is over.
 //! Bulk (a body streaming through): a receive that filled all its room means more is
-//! waiting, so the next read is a `recv` made at once into the reader's buffer, until one
-//! finds nothing; a write larger than a send buffer is sent at once from the writer's bytes
+//! waiting, so the receive is stopped and the next reads are `recv`s made at once into the
+//! reader's buffer (once nothing the ring took before is left unread), until one finds
+//! nothing; a write larger than a send buffer is sent at once from the writer's bytes
 //! (no copy), and only what the socket cannot take goes by the ring. The ring's batching
 //! pays where operations are many and small; a 16 KiB round trip through the reaper per
 //! chunk cost a 64 KiB POST more than epoll's plain calls did (issue 14).
@@ -21,7 +25,7 @@
 //! answered from the receive in flight when there is one, else by a non-blocking peek.
 
 use super::bufs;
-use super::driver::{self, with, SEND_SIZE};
+use super::driver::{self, with, Received, SEND_SIZE};
 use crate::floor::buf::IoBuf;
 use std::cell::Cell;
 use std::io;
@@ -35,14 +39,15 @@ const NONE: u32 = u32::MAX;
 
 #[derive(Clone, Copy)]
 struct ReadSide {
-    /// The receive in flight or completed and not yet read out (`NONE`: none).
+    /// The receive (`NONE`: none): armed, or stopped with bytes or its stop not yet read.
     op: u32,
-    /// Bytes of its completion already given to readers.
+    /// Bytes of its oldest unread completion already given to readers.
     taken: u32,
     /// 1: open; 0: end of stream read; < 0: the error (negated errno).
     end: i32,
-    /// The last receive filled the whole room it had: bytes are streaming in (a body), so
-    /// the next read is made at once, not through the ring (see [`driver::recv_now`]).
+    /// The socket is read directly, at once, not through the ring (see
+    /// [`driver::recv_now`]): the last receive filled the whole room it had (bytes are
+    /// streaming in, a body), or a wait for readiness ended.
     bulk: bool,
 }
 
@@ -144,11 +149,11 @@ impl RingTcp {
         }
         let mut rd = self.rd.get();
         if rd.op != NONE {
-            let (res, _) = with(|d| d.cancel_now(rd.op));
-            if res >= 0 {
+            with(|d| d.cancel_now(rd.op));
+            if matches!(with(|d| d.front(rd.op, None)), Received::Bytes(..) | Received::Over(0)) {
                 return Err(self); // bytes, or the end: the task reads them
             }
-            with(|d| d.finish_recv(rd.op));
+            with(|d| d.release(rd.op));
             rd.op = NONE;
             self.rd.set(rd);
         }
@@ -174,11 +179,16 @@ impl RingTcp {
         let leftover = received;
         let rd = self.rd.get();
         if rd.op != NONE {
-            let (res, flags) = with(|d| d.cancel_now(rd.op));
-            if res > 0 {
-                with(|d| leftover.extend(&d.received(flags, res)[rd.taken as usize..]));
-            }
-            with(|d| d.finish_recv(rd.op));
+            with(|d| {
+                d.cancel_now(rd.op);
+                let mut skip = rd.taken as usize;
+                while let Received::Bytes(res, flags) = d.front(rd.op, None) {
+                    leftover.extend(&d.received(flags, res)[skip..]);
+                    d.pop(rd.op);
+                    skip = 0;
+                }
+                d.release(rd.op);
+            });
             self.rd.set(ReadSide { op: NONE, taken: 0, end: rd.end, bulk: false });
         }
         let fd = self.fd.take().ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))?;
@@ -210,10 +220,12 @@ impl RingTcp {
         if rd.end <= 0 {
             return true;
         }
-        if rd.op != NONE {
-            return with(|d| d.peek(rd.op)).is_some();
+        match self.received() {
+            Received::Bytes(..) => true,
+            Received::Waiting => false,
+            Received::Over(res) if !stopped(res) => true,
+            Received::Over(_) | Received::Ready => self.peek_now().is_some(),
         }
-        self.peek_now().is_some()
     }
 
     /// Whether the peer has closed (or reset) the connection and nothing is left to read
@@ -223,10 +235,19 @@ impl RingTcp {
         if rd.end <= 0 {
             return true;
         }
-        if rd.op != NONE {
-            return matches!(with(|d| d.peek(rd.op)), Some((res, _)) if res <= 0);
+        match self.received() {
+            Received::Bytes(..) | Received::Waiting => false,
+            Received::Over(res) if !stopped(res) => true,
+            Received::Over(_) | Received::Ready => matches!(self.peek_now(), Some(0) | Some(-1)),
         }
-        matches!(self.peek_now(), Some(0) | Some(-1))
+    }
+
+    /// What the receive has (a socket without one: stopped, the socket itself knows).
+    fn received(&self) -> Received {
+        match self.rd.get().op {
+            NONE => Received::Over(-libc::ECANCELED),
+            op => with(|d| d.front(op, None)),
+        }
     }
 
     /// A non-blocking one-byte peek: `None` would block, `Some(0)` end, `Some(-1)` error.
@@ -241,19 +262,35 @@ impl RingTcp {
         }
     }
 
-    /// Ready when bytes (or the end) are here; a receive is put in flight to wait for them.
+    /// Ready when bytes (or the end) are here; the receive is armed to wait for them.
     pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut rd = self.rd.get();
         if rd.end <= 0 {
             return Poll::Ready(Ok(()));
         }
-        if rd.op == NONE {
-            rd.op = with(|d| driver::recv(d, self.raw()));
-            self.rd.set(rd);
-        }
-        match with(|d| d.poll(rd.op, cx.waker())) {
-            Some(_) => Poll::Ready(Ok(())),
-            None => Poll::Pending,
+        let fd = self.raw();
+        let ready = with(|d| loop {
+            if rd.op == NONE {
+                rd.op = driver::recv(d, fd);
+            }
+            match d.front(rd.op, Some(cx.waker())) {
+                Received::Waiting => break false,
+                Received::Over(res) if res == -libc::ENOBUFS => {
+                    d.release(rd.op);
+                    rd.op = driver::poll_in(d, fd); // no buffer free: wait for readiness
+                }
+                Received::Over(res) if stopped(res) => {
+                    d.release(rd.op); // stopped with nothing unread: armed again
+                    rd.op = NONE;
+                }
+                _ => break true,
+            }
+        });
+        self.rd.set(rd);
+        if ready {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
         }
     }
 
@@ -266,71 +303,20 @@ impl RingTcp {
             if rd.end < 0 {
                 return Poll::Ready(Err(io::Error::from_raw_os_error(-rd.end)));
             }
-            if rd.op == NONE && rd.bulk {
-                let room = buf.remaining();
-                match driver::recv_now(self.fd(), buf) {
-                    Ok(Some(n)) => {
-                        rd.bulk = n == room;
-                        if n == 0 {
-                            rd.end = 0;
-                        }
-                        self.rd.set(rd);
-                        return Poll::Ready(Ok(()));
-                    }
-                    Ok(None) => rd.bulk = false,
-                    Err(e) => {
-                        rd.end = -e.raw_os_error().unwrap_or(libc::EIO);
-                        self.rd.set(rd);
-                        return Poll::Ready(Err(e));
-                    }
-                }
-            }
-            if rd.op == NONE {
-                rd.op = with(|d| driver::recv(d, self.raw()));
-                self.rd.set(rd);
-            }
-            let fd = self.raw();
-            let step = with(|d| {
-                let (res, flags) = d.poll(rd.op, cx.waker())?;
-                if res > 0 {
-                    let bytes = &d.received(flags, res)[rd.taken as usize..];
-                    let n = bytes.len().min(buf.remaining());
-                    buf.put_slice(&bytes[..n]);
-                    rd.taken += n as u32;
-                    rd.bulk = res as usize == bufs::SIZE;
-                    if rd.taken as i32 >= res {
-                        d.finish_recv(rd.op);
-                        rd.op = NONE;
-                        rd.taken = 0;
-                    }
-                    return Some(Step::Read);
-                }
-                d.finish_recv(rd.op);
-                rd.op = NONE;
-                match -res {
-                    0 => rd.end = 0,
-                    libc::EINTR | libc::EAGAIN | libc::ECANCELED => return Some(Step::Again),
-                    libc::ENOBUFS => {
-                        // Every provided buffer holds bytes not yet read: wait a turn.
-                        rd.op = driver::recv(d, fd);
-                        return Some(Step::Wait);
-                    }
-                    _ => rd.end = res,
-                }
-                Some(Step::Read)
-            });
+            let fd = self.fd();
+            let step = with(|d| recv_step(d, fd, &mut rd, cx, buf));
             self.rd.set(rd);
             match step {
-                None => return Poll::Pending,
-                Some(Step::Again) => continue,
-                Some(Step::Wait) => {
+                Step::Pending => return Poll::Pending,
+                Step::Again => continue,
+                Step::Wait => {
                     cx.waker().wake_by_ref();
                     return Poll::Pending;
                 }
-                Some(Step::Read) if rd.end < 0 => {
+                Step::Read if rd.end < 0 => {
                     return Poll::Ready(Err(io::Error::from_raw_os_error(-rd.end)));
                 }
-                Some(Step::Read) => return Poll::Ready(Ok(())),
+                Step::Read => return Poll::Ready(Ok(())),
             }
         }
     }
@@ -441,10 +427,95 @@ impl RingTcp {
     }
 }
 
+/// What one look at a socket's receive gave its reader.
 enum Step {
+    /// Bytes, the end or an error: the read is over.
     Read,
+    /// Nothing yet; the waker is registered.
+    Pending,
+    /// Look again now.
     Again,
+    /// Look again next turn.
     Wait,
+}
+
+/// A receive's stop that says nothing about the socket (ours, or the kernel's for want of
+/// a buffer, or a signal): the socket may hold more bytes.
+fn stopped(res: i32) -> bool {
+    matches!(-res, libc::ECANCELED | libc::ENOBUFS | libc::EINTR | libc::EAGAIN)
+}
+
+/// One look at what `rd`'s receive (or, in bulk, the socket) has for the reader: what the
+/// ring took comes first; in bulk the socket is read at once (once nothing the ring took
+/// waits unreaped: it would be overtaken); else the receive is armed and waited for.
+fn recv_step(
+    d: &mut driver::Driver,
+    fd: BorrowedFd<'_>,
+    rd: &mut ReadSide,
+    cx: &mut Context<'_>,
+    buf: &mut ReadBuf<'_>,
+) -> Step {
+    if rd.op != NONE {
+        match d.front(rd.op, Some(cx.waker())) {
+            Received::Bytes(res, flags) => {
+                let bytes = &d.received(flags, res)[rd.taken as usize..];
+                let n = bytes.len().min(buf.remaining());
+                buf.put_slice(&bytes[..n]);
+                rd.taken += n as u32;
+                rd.bulk = res as usize == bufs::SIZE;
+                if rd.taken as i32 >= res {
+                    d.pop(rd.op);
+                    rd.taken = 0;
+                }
+                return Step::Read;
+            }
+            Received::Over(res) => {
+                d.release(rd.op);
+                rd.op = NONE;
+                if res == -libc::ENOBUFS {
+                    // No provided buffer free (others hold them, unread): wait for the
+                    // socket's readiness, then read it directly.
+                    rd.op = driver::poll_in(d, fd.as_raw_fd());
+                    return Step::Again;
+                }
+                if !stopped(res) {
+                    rd.end = res;
+                    return Step::Read;
+                }
+            }
+            Received::Ready => {
+                d.release(rd.op);
+                rd.op = NONE;
+                rd.bulk = true; // read at once, below
+            }
+            Received::Waiting if !rd.bulk => return Step::Pending,
+            Received::Waiting => {} // stopping: the socket is read at once (below)
+        }
+    }
+    if rd.bulk {
+        if !d.all_reaped() {
+            return Step::Wait; // the flush reaps them before the next turn
+        }
+        let room = buf.remaining();
+        match driver::recv_now(fd, buf) {
+            Ok(Some(n)) => {
+                rd.bulk = n == room;
+                if n == 0 {
+                    rd.end = 0;
+                }
+                return Step::Read;
+            }
+            Ok(None) => rd.bulk = false,
+            Err(e) => {
+                rd.end = -e.raw_os_error().unwrap_or(libc::EIO);
+                return Step::Read;
+            }
+        }
+    }
+    if rd.op == NONE {
+        rd.op = driver::recv(d, fd.as_raw_fd());
+    }
+    Step::Again
 }
 
 impl Drop for RingTcp {
@@ -545,5 +616,65 @@ impl AsyncWrite for RingTcp {
     }
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut &*self.get_mut()).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::TcpListener;
+    use std::task::Waker;
+
+    /// What `op`'s receive has, after up to a second of flushes for it to change from
+    /// waiting.
+    fn settled(op: u32) -> Received {
+        for _ in 0..100 {
+            driver::flush();
+            match with(|d| d.front(op, None)) {
+                Received::Waiting => std::thread::sleep(std::time::Duration::from_millis(10)),
+                other => return other,
+            }
+        }
+        Received::Waiting
+    }
+
+    #[test]
+    fn a_socket_that_finds_no_provided_buffer_free_is_still_read() {
+        driver::install().unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut cx = Context::from_waker(Waker::noop());
+        let (mut peers, mut socks) = (Vec::new(), Vec::new());
+        for _ in 0..=bufs::COUNT {
+            peers.push(TcpStream::connect(l.local_addr().unwrap()).unwrap());
+            let sock = RingTcp::new(l.accept().unwrap().0);
+            assert!(sock.poll_read_ready(&mut cx).is_pending());
+            socks.push(sock);
+        }
+        driver::flush();
+        for peer in &mut peers {
+            peer.write_all(b"x").unwrap();
+        }
+        // Every provided buffer now holds a byte nobody has read; one socket found none.
+        let states: Vec<Received> = socks.iter().map(|s| settled(s.rd.get().op)).collect();
+        let starved = states.iter().position(|r| *r == Received::Over(-libc::ENOBUFS));
+        let starved = starved.expect("one receive found no provided buffer free");
+        // Its byte is read while the others still hold theirs (before: its receive was made
+        // again every turn, finding no buffer until another reader read).
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            let mut room = [0u8; 8];
+            let mut buf = ReadBuf::new(&mut room);
+            if let Poll::Ready(r) = Pin::new(&mut &socks[starved]).poll_read(&mut cx, &mut buf) {
+                r.unwrap();
+                got = buf.filled().to_vec();
+                break;
+            }
+            driver::flush();
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(got, b"x");
+        let held = states.iter().filter(|r| matches!(r, Received::Bytes(1, _))).count();
+        assert_eq!(held, usize::from(bufs::COUNT), "the others still hold their bytes");
     }
 }
