@@ -1,5 +1,7 @@
 //! The worker's ring: one per worker thread (single issuer, deferred task running), its
-//! operations kept in slots until the future that asked for them takes the result.
+//! operations kept in slots until the future that asked for them takes the result. A
+//! socket's receive is multishot: its slot queues a completion per arrival of bytes until
+//! the reader takes them (`recv`, `Driver::front`/`pop`).
 //!
 //! Memory safety rests on ownership: a send's buffer moves into its slot and stays there
 //! until the kernel's completion is reaped, even if the socket or future that asked for it is
@@ -10,14 +12,18 @@
 //! its number naming another connection.
 #![allow(unsafe_code)]
 
-use super::bufs::{self, BufRing};
+use super::bufs::BufRing;
 use crate::floor::spares::SpareLimit;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::task::Waker;
+
+mod receive;
+
+use receive::takes_limited_multishot;
+pub(super) use receive::{poll_in, recv, Received};
 
 /// The user data of operations nobody waits for (cancellations).
 const IGNORED: u64 = u64::MAX;
@@ -62,24 +68,11 @@ struct Slot {
     armed: bool,
     /// Its cancellation is queued (it holds enough unread bytes, see [`Driver::took`]).
     stopping: bool,
-    /// What the receive brought and its owner has not read yet, oldest first: (bytes,
-    /// flags naming the provided buffer).
-    got: VecDeque<(i32, u32)>,
-}
-
-/// What a receive has for its reader.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Received {
-    /// The oldest unread completion: `res` bytes in the provided buffer `flags` names.
-    Bytes(i32, u32),
-    /// Nothing yet; the receive (or the wait for readiness) runs.
-    Waiting,
-    /// The socket is readable (a wait for readiness, [`poll_in`], is over): read it directly.
-    Ready,
-    /// The receive stopped, with everything it brought read: 0 end of stream, else the
-    /// negated errno (`ECANCELED`: stopped by us, the socket may hold more; `ENOBUFS`: no
-    /// provided buffer was free).
-    Over(i32),
+    /// The oldest completion the receive brought that its owner has not read yet: (bytes,
+    /// flags naming the provided buffer). Later ones wait in [`Driver::later`].
+    got: Option<(i32, u32)>,
+    /// How many unread completions it holds (`got` and those in `later`).
+    held: u16,
 }
 
 /// A send's place in its buffer. A short send is finished by the driver itself (the rest is
@@ -113,6 +106,11 @@ pub struct Driver {
     eventfd: OwnedFd,
     /// Receives are multishot with a byte limit ([`recv`]); else single.
     multishot: bool,
+    /// Unread receive completions behind their slot's oldest (`Slot::got`), in arrival
+    /// order: (slot, bytes, flags). A socket's second arrival before its reader read the
+    /// first is rare, so a slot carries room for one and no queue of its own (a slot per
+    /// idle connection: its size is idle memory).
+    later: Vec<(u32, i32, u32)>,
 }
 
 thread_local! {
@@ -166,6 +164,7 @@ pub fn install() -> io::Result<()> {
         spare_limit: SpareLimit::new(8),
         eventfd,
         multishot,
+        later: Vec::new(),
     };
     DRIVER.with(|d| *d.borrow_mut() = Some(driver));
     Ok(())
@@ -297,108 +296,6 @@ pub(super) fn close_after_last(d: &mut Driver, fd: OwnedFd, held_back: bool) {
     close(d, fd);
 }
 
-/// `IORING_RECVSEND_POLL_FIRST` (the crate keeps it private): a receive waits for readiness
-/// before it tries. A receive is armed when the bytes are not there yet (the answer to what
-/// was just sent, the client's next request; bulk reads go by `recv_now`), so the first try
-/// would fail: it cost a buffer picked and put back and a socket locked for nothing. Where
-/// bytes are there, the poll finds them at once. Keep-alive CPU per request 0.98x paired,
-/// new connection per request 1.00x (ADR 0025).
-const POLL_FIRST: u16 = 1;
-/// `IORING_RECV_MULTISHOT`.
-const MULTISHOT: u16 = 2;
-
-/// Unread completions a receive may hold before it is stopped (a client that sends
-/// without reading the answers): the provided buffers are the worker's, and one socket must
-/// not take them all (ADR 0026).
-const HELD_MAX: usize = 2;
-
-/// A receive from `fd` into provided buffers. Where the kernel allows it (see
-/// [`Driver::multishot`]) a multishot one: one submission serves every arrival of bytes (a
-/// keep-alive connection's requests, a server connection's answers), each a completion
-/// queued in the slot for its reader, until [`bufs::SIZE`] bytes came (then it ends and is
-/// armed again when its reader next waits: a body beyond that is read straight from the
-/// socket, see `RingTcp`, not copied through buffers; and one socket holds at most that
-/// much of the worker's buffers). Before, each wait for bytes was a submission: the
-/// socket's poll armed and torn down once per request, 8 % of a keep-alive request's CPU
-/// (ADR 0026). Elsewhere a single receive, the same to its reader (a completion, then the
-/// stop). A socket waiting with nothing received holds no buffer either way.
-pub(super) fn recv(d: &mut Driver, fd: RawFd) -> u32 {
-    let entry = if d.multishot {
-        // The crate's `RecvMulti` with POLL_FIRST (its builder sets that flags word itself)
-        // and the byte limit (it has no setter for it).
-        let entry = opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), 0)
-            .buf_group(bufs::GROUP)
-            .ioprio(POLL_FIRST | MULTISHOT)
-            .build()
-            .flags(squeue::Flags::BUFFER_SELECT);
-        with_total_limit(entry, bufs::SIZE as u32)
-    } else {
-        opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), bufs::SIZE as u32)
-            .buf_group(bufs::GROUP)
-            .ioprio(POLL_FIRST)
-            .build()
-            .flags(squeue::Flags::BUFFER_SELECT)
-    };
-    let slot = d.push(entry, None, Sending::default());
-    let s = &mut d.slots[slot as usize];
-    (s.receive, s.armed) = (true, true);
-    slot
-}
-
-/// `entry` with the multishot receive's total byte limit (the SQE's `optlen`, in recent
-/// kernels, 6.18 here: the receive ends once `limit` bytes came). The crate has no setter.
-fn with_total_limit(entry: squeue::Entry, limit: u32) -> squeue::Entry {
-    // SAFETY: `squeue::Entry` is `repr(C)` around the kernel's 64-byte `io_uring_sqe`, plain
-    // data with no invariant of its own; `optlen` is its 32-bit field at byte 44 (the union
-    // with `file_index`, which a receive does not use).
-    let mut raw: [u8; 64] = unsafe { std::mem::transmute::<squeue::Entry, [u8; 64]>(entry) };
-    raw[44..48].copy_from_slice(&limit.to_ne_bytes());
-    // SAFETY: as above: any bytes are a valid `Entry`.
-    unsafe { std::mem::transmute::<[u8; 64], squeue::Entry>(raw) }
-}
-
-/// Whether the kernel takes a multishot receive with a byte limit ([`recv`]): a receive on a
-/// socket with nothing to read is submitted, then cancelled. A kernel without the limit
-/// or without multishot receives refuses it at once (`EINVAL`); one with it
-/// arms it, and the cancellation ends it. Either way two completions, reaped here.
-fn takes_limited_multishot(ring: &mut IoUring) -> io::Result<bool> {
-    let (ours, _theirs) = std::os::unix::net::UnixStream::pair()?;
-    const PROBE: u64 = 1;
-    let entry = opcode::Recv::new(types::Fd(ours.as_raw_fd()), std::ptr::null_mut(), 0)
-        .buf_group(bufs::GROUP)
-        .ioprio(MULTISHOT)
-        .build()
-        .flags(squeue::Flags::BUFFER_SELECT);
-    let cancel = opcode::AsyncCancel::new(PROBE).build().user_data(PROBE + 1);
-    // SAFETY: the entries point at nothing of ours (a provided-buffer receive, a cancel).
-    unsafe {
-        ring.submission()
-            .push(&with_total_limit(entry, bufs::SIZE as u32).user_data(PROBE))
-            .map_err(io::Error::other)?;
-        ring.submission().push(&cancel).map_err(io::Error::other)?;
-    }
-    ring.submit_and_wait(2)?;
-    let mut refused = false;
-    for c in ring.completion() {
-        if c.user_data() == PROBE {
-            refused |= c.result() == -libc::EINVAL;
-            if let Some(id) = cqueue::buffer_select(c.flags()) {
-                return Err(io::Error::other(format!("probe receive took buffer {id}")));
-            }
-        }
-    }
-    Ok(!refused)
-}
-
-/// A wait until `fd` is readable, holding no buffer: for a socket whose receive found no
-/// provided buffer free (`ENOBUFS`: others hold them all, unread). Its reader then reads the
-/// socket directly; a multishot receive armed again at once would find none either, and
-/// its socket would wait for the others' readers (ADR 0026).
-pub(super) fn poll_in(d: &mut Driver, fd: RawFd) -> u32 {
-    let entry = opcode::PollAdd::new(types::Fd(fd), libc::POLLIN as u32).build();
-    d.push(entry, None, Sending::default())
-}
-
 /// A send of `buf[start..end]` to `fd` (the buffer stays in the slot until completion; a
 /// short send is sent on by the driver, and the completion reports every byte sent).
 pub(super) fn send(
@@ -437,7 +334,8 @@ impl Driver {
                 receive: false,
                 armed: false,
                 stopping: false,
-                got: VecDeque::new(),
+                got: None,
+                held: 0,
             });
             (self.slots.len() - 1) as u32
         });
@@ -553,72 +451,6 @@ impl Driver {
         woken
     }
 
-    /// A receive's completion: its bytes queued for the reader, who is woken. A receive
-    /// that holds [`HELD_MAX`] unread completions is stopped: its cancellation queued, its
-    /// stop reported after what it brought.
-    fn took(&mut self, slot: usize, res: i32, flags: u32, woken: &mut Vec<Waker>) {
-        let more = cqueue::more(flags);
-        let s = &mut self.slots[slot];
-        if s.orphan {
-            self.give_back(flags);
-            if !more {
-                self.release(slot as u32);
-            }
-            return;
-        }
-        if res > 0 {
-            s.got.push_back((res, flags));
-        }
-        if !more {
-            s.armed = false;
-            // Bytes with the last completion: it stopped (the kernel's reasons), not ended.
-            s.done = Some((if res > 0 { -libc::ECANCELED } else { res }, 0));
-        }
-        if let Some(w) = s.waker.take() {
-            woken.push(w);
-        }
-        if s.armed && !s.stopping && s.got.len() >= HELD_MAX {
-            s.stopping = true;
-            let user = self.user_data(slot as u32);
-            self.queue(opcode::AsyncCancel::new(user).build().user_data(IGNORED));
-        }
-    }
-
-    /// What receive (or wait for readiness) `slot` has for its reader; `waker` is woken
-    /// when that changes.
-    pub(super) fn front(&mut self, slot: u32, waker: Option<&Waker>) -> Received {
-        let s = &mut self.slots[slot as usize];
-        if let Some(&(res, flags)) = s.got.front() {
-            return Received::Bytes(res, flags);
-        }
-        if !s.receive && s.done.is_some() {
-            return Received::Ready;
-        }
-        if s.receive && !s.armed {
-            return Received::Over(s.done.map_or(-libc::ECANCELED, |(res, _)| res));
-        }
-        if let Some(waker) = waker {
-            if !s.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
-                s.waker = Some(waker.clone());
-            }
-        }
-        Received::Waiting
-    }
-
-    /// The reader is done with receive `slot`'s oldest completion: its buffer goes back.
-    pub(super) fn pop(&mut self, slot: u32) {
-        if let Some((_, flags)) = self.slots[slot as usize].got.pop_front() {
-            self.give_back(flags);
-            self.bufs.publish();
-        }
-    }
-
-    /// No completion waits in the ring unreaped: a read straight from a socket cannot
-    /// overtake bytes a receive took before it.
-    pub(super) fn all_reaped(&mut self) -> bool {
-        self.ring.completion().is_empty()
-    }
-
     /// A send's completion (`res`): `None` when it was short and the rest was queued again
     /// (only while the descriptor is surely the socket's: its owner holds it, or the slot
     /// does until the send is over); else the result to report: every byte sent, or the
@@ -658,7 +490,7 @@ impl Driver {
             let held_back = self.slots[slot as usize].send.more;
             close_after_last(self, fd, held_back);
         }
-        let held = self.slots[slot as usize].got.len();
+        let held = self.slots[slot as usize].held;
         for _ in 0..held {
             self.pop(slot);
         }
@@ -731,7 +563,7 @@ impl Driver {
             self.release(slot);
             return;
         }
-        let held = s.got.len();
+        let held = s.held;
         for _ in 0..held {
             self.pop(slot);
         }
@@ -785,140 +617,4 @@ impl Driver {
 }
 
 #[cfg(test)]
-mod tests {
-    //! The eventfd wakes the worker for completions it has not seen, and only for those
-    //! (each test runs on its own thread, so each has its own ring).
-    use super::*;
-    use std::io::{Read, Write};
-    use std::net::{TcpListener, TcpStream};
-
-    /// A connected loopback pair: (ours, the peer's).
-    fn pair() -> (TcpStream, TcpStream) {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let ours = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (theirs, _) = l.accept().unwrap();
-        (ours, theirs)
-    }
-
-    /// Whether the ring's eventfd was signalled (reads and so resets its counter).
-    fn signalled() -> bool {
-        let fd = with(|d| d.eventfd.as_raw_fd());
-        let mut count = [0u8; 8];
-        // SAFETY: reads 8 bytes into a local array from the driver's eventfd (non-blocking).
-        unsafe { libc::read(fd, count.as_mut_ptr().cast(), 8) == 8 }
-    }
-
-    /// Waits up to a second for the eventfd (what the worker's epoll_wait would do).
-    fn signalled_within_a_second() -> bool {
-        let fd = with(|d| d.eventfd.as_raw_fd());
-        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        // SAFETY: one pollfd that lives across the call.
-        unsafe { libc::poll(&mut p, 1, 1000) == 1 }
-    }
-
-    #[test]
-    fn a_send_the_flush_completed_does_not_wake_the_worker() {
-        install().unwrap();
-        let (ours, mut theirs) = pair();
-        let mut buf = with(|d| d.send_buf());
-        buf[..5].copy_from_slice(b"hello");
-        let op = with(|d| send(d, ours.as_raw_fd(), buf, (0, 5), false));
-        flush();
-        let mut got = [0u8; 5];
-        theirs.read_exact(&mut got).unwrap();
-        assert_eq!(&got, b"hello");
-        assert!(with(|d| d.peek(op)).is_some_and(|(res, _)| res == 5), "the flush reaped the send");
-        // Before: the send's completion signalled the eventfd, and the worker's next
-        // epoll_wait returned at once to an empty ring.
-        assert!(!signalled(), "a completion the flush reaped signalled the eventfd");
-        with(|d| d.release(op));
-    }
-
-    #[test]
-    fn bytes_for_a_waiting_receive_wake_the_worker() {
-        install().unwrap();
-        let (ours, mut theirs) = pair();
-        let op = with(|d| recv(d, ours.as_raw_fd()));
-        flush(); // submitted: nothing to read yet, so it waits in the kernel
-        assert!(!signalled());
-        theirs.write_all(b"ping").unwrap();
-        assert!(signalled_within_a_second(), "bytes arrived and the worker was not woken");
-        flush();
-        assert!(matches!(with(|d| d.front(op, None)), Received::Bytes(4, _)));
-        with(|d| d.abandon(op, true));
-    }
-
-    /// Reads every completion `op` holds, in order, giving their buffers back.
-    fn read_all(op: u32) -> Vec<u8> {
-        let mut out = Vec::new();
-        while let Received::Bytes(res, flags) = with(|d| d.front(op, None)) {
-            with(|d| {
-                out.extend_from_slice(d.received(flags, res));
-                d.pop(op);
-            });
-        }
-        out
-    }
-
-    #[test]
-    fn one_receive_serves_every_arrival() {
-        install().unwrap();
-        let (ours, mut theirs) = pair();
-        let op = with(|d| recv(d, ours.as_raw_fd()));
-        flush();
-        for message in [&b"first"[..], b"second", b"third"] {
-            theirs.write_all(message).unwrap();
-            assert!(signalled_within_a_second(), "bytes arrived and the worker was not woken");
-            flush();
-            assert_eq!(read_all(op), message);
-            // Still armed, with nothing to submit: the next request needs no submission.
-            assert_eq!(with(|d| d.front(op, None)), Received::Waiting);
-            assert_eq!(with(|d| d.queued), 0, "a receive was submitted again");
-        }
-        with(|d| d.abandon(op, true));
-    }
-
-    #[test]
-    fn a_receive_holding_unread_bytes_stops_and_loses_nothing() {
-        install().unwrap();
-        let (ours, mut theirs) = pair();
-        let op = with(|d| recv(d, ours.as_raw_fd()));
-        flush();
-        let mut sent = Vec::new();
-        for i in 0..6u8 {
-            // Each its own arrival (a client sending requests without reading answers).
-            let message = [b'a' + i; 3];
-            theirs.write_all(&message).unwrap();
-            sent.extend_from_slice(&message);
-            signalled_within_a_second();
-            flush();
-        }
-        let held = with(|d| d.slots[op as usize].got.len());
-        assert!(held <= HELD_MAX + 1, "one socket held {held} provided buffers");
-        let mut got = read_all(op);
-        assert_eq!(with(|d| d.front(op, None)), Received::Over(-libc::ECANCELED), "it was stopped");
-        with(|d| d.release(op));
-        // The rest waited in the socket, in order: a new receive takes it.
-        let op = with(|d| recv(d, ours.as_raw_fd()));
-        flush();
-        got.extend(read_all(op));
-        assert_eq!(got, sent);
-        with(|d| d.abandon(op, true));
-    }
-
-    #[test]
-    fn a_receive_ends_once_a_buffer_of_bytes_came() {
-        install().unwrap();
-        let (ours, mut theirs) = pair();
-        let op = with(|d| recv(d, ours.as_raw_fd()));
-        flush();
-        // A body arriving at once: the receive takes one buffer's worth, not all of it into
-        // the worker's buffers (the reader takes the rest straight from the socket).
-        theirs.write_all(&vec![7u8; 4 * bufs::SIZE]).unwrap();
-        assert!(signalled_within_a_second());
-        flush();
-        assert_eq!(read_all(op).len(), bufs::SIZE);
-        assert_eq!(with(|d| d.front(op, None)), Received::Over(-libc::ECANCELED), "it ended");
-        with(|d| d.release(op));
-    }
-}
+mod tests;

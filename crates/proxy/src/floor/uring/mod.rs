@@ -5,6 +5,7 @@
 //! | part | file |
 //! |---|---|
 //! | the worker's ring: operations, completions, the tokio hooks (reaper, flush before park) | `driver.rs` |
+//! | a socket's receive: multishot with a byte limit, its completions queued for the reader | `driver/receive.rs` |
 //! | the provided buffers receives land in (no buffer per waiting connection) | `bufs.rs` |
 //! | a TCP socket served by the ring, as `AsyncRead`/`AsyncWrite` | `tcp.rs` |
 //! | accepting connections that never join tokio's epoll | `listen.rs` |

@@ -14,9 +14,9 @@
 //! next call. A flush does not wait: the driver sends the rest of a short send itself, and a
 //! socket dropped with its send in flight closes once the send is over.
 //! Bulk (a body streaming through): a receive that filled all its room means more is
-//! waiting, so the receive is stopped and the next reads are `recv`s made at once into the
-//! reader's buffer (once nothing the ring took before is left unread), until one finds
-//! nothing; a write larger than a send buffer is sent at once from the writer's bytes
+//! waiting (and ended the receive: its byte limit), so the next reads are `recv`s made at
+//! once into the reader's buffer (once nothing the ring took before is left unread), until
+//! one finds nothing; a write larger than a send buffer is sent at once from the writer's bytes
 //! (no copy), and only what the socket cannot take goes by the ring. The ring's batching
 //! pays where operations are many and small; a 16 KiB round trip through the reaper per
 //! chunk cost a 64 KiB POST more than epoll's plain calls did (issue 14).
