@@ -63,6 +63,16 @@ fn bytes_for_a_waiting_receive_wake_the_worker() {
     with(|d| d.abandon(op, true));
 }
 
+/// This thread's ring, a connected pair, and a receive armed on ours (submitted: nothing to
+/// read yet, so it waits in the kernel).
+fn armed() -> (TcpStream, TcpStream, u32) {
+    install().unwrap();
+    let (ours, theirs) = pair();
+    let op = with(|d| recv(d, ours.as_raw_fd()));
+    flush();
+    (ours, theirs, op)
+}
+
 /// Reads every completion `op` holds, in order, giving their buffers back.
 fn read_all(op: u32) -> Vec<u8> {
     let mut out = Vec::new();
@@ -77,10 +87,7 @@ fn read_all(op: u32) -> Vec<u8> {
 
 #[test]
 fn one_receive_serves_every_arrival() {
-    install().unwrap();
-    let (ours, mut theirs) = pair();
-    let op = with(|d| recv(d, ours.as_raw_fd()));
-    flush();
+    let (_ours, mut theirs, op) = armed();
     for message in [&b"first"[..], b"second", b"third"] {
         theirs.write_all(message).unwrap();
         assert!(signalled_within_a_second(), "bytes arrived and the worker was not woken");
@@ -95,10 +102,7 @@ fn one_receive_serves_every_arrival() {
 
 #[test]
 fn a_receive_holding_unread_bytes_stops_and_loses_nothing() {
-    install().unwrap();
-    let (ours, mut theirs) = pair();
-    let op = with(|d| recv(d, ours.as_raw_fd()));
-    flush();
+    let (ours, mut theirs, op) = armed();
     let mut sent = Vec::new();
     for i in 0..6u8 {
         // Each its own arrival (a client sending requests without reading answers).
@@ -123,10 +127,7 @@ fn a_receive_holding_unread_bytes_stops_and_loses_nothing() {
 
 #[test]
 fn a_receive_ends_once_a_buffer_of_bytes_came() {
-    install().unwrap();
-    let (ours, mut theirs) = pair();
-    let op = with(|d| recv(d, ours.as_raw_fd()));
-    flush();
+    let (_ours, mut theirs, op) = armed();
     // A body arriving at once: the receive takes one buffer's worth, not all of it into
     // the worker's buffers (the reader takes the rest straight from the socket).
     theirs.write_all(&vec![7u8; 4 * bufs::SIZE]).unwrap();
