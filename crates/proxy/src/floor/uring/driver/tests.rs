@@ -137,3 +137,23 @@ fn a_receive_ends_once_a_buffer_of_bytes_came() {
     assert_eq!(with(|d| d.front(op, None)), Received::Over(-libc::ECANCELED), "it ended");
     with(|d| d.release(op));
 }
+
+#[test]
+fn where_the_kernel_has_no_limited_multishot_a_single_receive_reads_the_same() {
+    install().unwrap();
+    with(|d| d.multishot = false); // what the probe decides on such a kernel
+    let (ours, mut theirs) = pair();
+    let mut got = Vec::new();
+    for message in [&b"first"[..], b"second"] {
+        let op = with(|d| recv(d, ours.as_raw_fd()));
+        flush();
+        theirs.write_all(message).unwrap();
+        assert!(signalled_within_a_second());
+        flush();
+        got.extend(read_all(op));
+        // One completion, then the stop: its reader arms the next receive.
+        assert_eq!(with(|d| d.front(op, None)), Received::Over(-libc::ECANCELED));
+        with(|d| d.release(op));
+    }
+    assert_eq!(got, b"firstsecond");
+}
