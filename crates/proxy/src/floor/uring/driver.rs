@@ -1,7 +1,7 @@
 //! The worker's ring: one per worker thread (single issuer, deferred task running), its
 //! operations kept in slots until the future that asked for them takes the result. A
-//! socket's receive is multishot: its slot queues a completion per arrival of bytes until
-//! the reader takes them (`recv`, `Driver::front`/`pop`).
+//! socket's receive is multishot: a completion per arrival of bytes, kept until the reader
+//! takes it (`driver/receive.rs`: `recv`, `Driver::front`/`pop`).
 //!
 //! Memory safety rests on ownership: a send's buffer moves into its slot and stays there
 //! until the kernel's completion is reaped, even if the socket or future that asked for it is

@@ -1,6 +1,7 @@
 //! A socket's receive: what it submits (a multishot receive with a byte limit where the
 //! kernel has one, else a single receive; a wait for readiness when no provided buffer is
-//! free), and how its completions queue in the slot for the reader (ADR 0026).
+//! free), and how its completions wait for the reader: the oldest in the slot, later ones
+//! in the driver's `later` (ADR 0026).
 
 use super::{Driver, Sending, IGNORED};
 use crate::floor::uring::bufs;
@@ -42,7 +43,7 @@ pub(super) const HELD_MAX: usize = 2;
 /// A receive from `fd` into provided buffers. Where the kernel allows it (see
 /// [`Driver::multishot`]) a multishot one: one submission serves every arrival of bytes (a
 /// keep-alive connection's requests, a server connection's answers), each a completion
-/// queued in the slot for its reader, until [`bufs::SIZE`] bytes came (then it ends and is
+/// kept for its reader ([`Driver::front`]), until [`bufs::SIZE`] bytes came (then it ends and is
 /// armed again when its reader next waits: a body beyond that is read straight from the
 /// socket, see `RingTcp`, not copied through buffers; and one socket holds at most that
 /// much of the worker's buffers). Before, each wait for bytes was a submission: the
