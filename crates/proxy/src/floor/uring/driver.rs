@@ -75,6 +75,18 @@ struct Slot {
     held: u16,
 }
 
+impl Slot {
+    /// The kernel still has its operation: a receive still armed, or another operation not
+    /// completed.
+    fn running(&self) -> bool {
+        if self.receive {
+            self.armed
+        } else {
+            self.done.is_none()
+        }
+    }
+}
+
 /// A send's place in its buffer. A short send is finished by the driver itself (the rest is
 /// sent again, in the same slot) before its owner hears of it: a writer that flushes need not
 /// wait for the completion, and an orphan send still delivers its whole answer.
@@ -490,12 +502,8 @@ impl Driver {
             let held_back = self.slots[slot as usize].send.more;
             close_after_last(self, fd, held_back);
         }
-        let held = self.slots[slot as usize].held;
-        for _ in 0..held {
-            self.pop(slot);
-        }
+        self.give_back_unread(slot);
         let s = &mut self.slots[slot as usize];
-        (s.receive, s.armed, s.stopping) = (false, false, false);
         s.send = Sending::default();
         s.free = true;
         s.orphan = false;
@@ -557,16 +565,11 @@ impl Driver {
     /// buffers given back); one in flight is cancelled when `cancel`, and freed by its
     /// (last) completion.
     pub(super) fn abandon(&mut self, slot: u32, cancel: bool) {
-        let s = &self.slots[slot as usize];
-        let running = if s.receive { s.armed } else { s.done.is_none() };
-        if !running {
+        if !self.slots[slot as usize].running() {
             self.release(slot);
             return;
         }
-        let held = s.held;
-        for _ in 0..held {
-            self.pop(slot);
-        }
+        self.give_back_unread(slot);
         let s = &mut self.slots[slot as usize];
         s.orphan = true;
         s.waker = None;
@@ -593,9 +596,9 @@ impl Driver {
     /// send's bytes sent or error; a receive's stop, after which its unread bytes are in
     /// [`Driver::front`]).
     pub(super) fn cancel_now(&mut self, slot: u32) -> (i32, u32) {
-        let settled = |s: &Slot| if s.receive { !s.armed } else { s.done.is_some() };
-        if settled(&self.slots[slot as usize]) {
-            return self.slots[slot as usize].done.unwrap_or((-libc::ECANCELED, 0));
+        let settled = |s: &Slot| (!s.running()).then(|| s.done.unwrap_or((-libc::ECANCELED, 0)));
+        if let Some(done) = settled(&self.slots[slot as usize]) {
+            return done;
         }
         for _ in 0..100 {
             // Queued again each turn: a short send's rest, queued by `reap` after the last
@@ -608,8 +611,8 @@ impl Driver {
             self.queued = 0;
             // Others' completions came too: their futures are only scheduled by the wake.
             self.reap().into_iter().for_each(Waker::wake);
-            if settled(&self.slots[slot as usize]) {
-                return self.slots[slot as usize].done.unwrap_or((-libc::ECANCELED, 0));
+            if let Some(done) = settled(&self.slots[slot as usize]) {
+                return done;
             }
         }
         (-libc::ECANCELED, 0)

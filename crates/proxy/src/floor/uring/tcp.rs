@@ -275,13 +275,9 @@ impl RingTcp {
             }
             match d.front(rd.op, Some(cx.waker())) {
                 Received::Waiting => break false,
-                Received::Over(res) if res == -libc::ENOBUFS => {
-                    d.release(rd.op);
-                    rd.op = driver::poll_in(d, fd); // no buffer free: wait for readiness
-                }
+                // Stopped, not ended: wait again (the end or an error is left for the reader).
                 Received::Over(res) if stopped(res) => {
-                    d.release(rd.op); // stopped with nothing unread: armed again
-                    rd.op = NONE;
+                    after_stop(d, &mut rd, fd, res);
                 }
                 _ => break true,
             }
@@ -445,6 +441,25 @@ fn stopped(res: i32) -> bool {
     matches!(-res, libc::ECANCELED | libc::ENOBUFS | libc::EINTR | libc::EAGAIN)
 }
 
+/// A receive stopped with everything it brought read: its slot goes, and what follows is
+/// set. No provided buffer was free (`ENOBUFS`: others hold them, unread): a wait for the
+/// socket's readiness, after which it is read directly. A stop that says nothing about the
+/// socket: nothing (a receive is armed when the reader next waits). Else the end or the
+/// error, kept in `rd.end`: returns true.
+fn after_stop(d: &mut driver::Driver, rd: &mut ReadSide, fd: RawFd, res: i32) -> bool {
+    d.release(rd.op);
+    rd.op = NONE;
+    if res == -libc::ENOBUFS {
+        rd.op = driver::poll_in(d, fd);
+        return false;
+    }
+    if stopped(res) {
+        return false;
+    }
+    rd.end = res;
+    true
+}
+
 /// One look at what `rd`'s receive (or, in bulk, the socket) has for the reader: what the
 /// ring took comes first; in bulk the socket is read at once (once nothing the ring took
 /// waits unreaped: it would be overtaken); else the receive is armed and waited for.
@@ -470,17 +485,11 @@ fn recv_step(
                 return Step::Read;
             }
             Received::Over(res) => {
-                d.release(rd.op);
-                rd.op = NONE;
-                if res == -libc::ENOBUFS {
-                    // No provided buffer free (others hold them, unread): wait for the
-                    // socket's readiness, then read it directly.
-                    rd.op = driver::poll_in(d, fd.as_raw_fd());
-                    return Step::Again;
-                }
-                if !stopped(res) {
-                    rd.end = res;
+                if after_stop(d, rd, fd.as_raw_fd(), res) {
                     return Step::Read;
+                }
+                if rd.op != NONE {
+                    return Step::Again; // waiting for readiness
                 }
             }
             Received::Ready => {

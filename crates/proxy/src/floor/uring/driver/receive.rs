@@ -200,6 +200,13 @@ impl Driver {
         self.bufs.publish();
     }
 
+    /// Gives back every buffer receive `slot` holds unread (its owner leaves).
+    pub(super) fn give_back_unread(&mut self, slot: u32) {
+        for _ in 0..self.slots[slot as usize].held {
+            self.pop(slot);
+        }
+    }
+
     /// No completion waits in the ring unreaped: a read straight from a socket cannot
     /// overtake bytes a receive took before it.
     pub(in crate::floor::uring) fn all_reaped(&mut self) -> bool {
