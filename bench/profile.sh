@@ -2,7 +2,7 @@
 # Per-syscall breakdown per request for cswitch and the peers, under the same load as the
 # harness (wrk -t1 on CPU 0; proxy + origin on CPU 1; nice -10; configs the harness generated).
 #
-# Usage: bench/profile.sh [--conns N] [--duration S] [--path /app/small] [--close] [PROXY ...]
+# Usage: bench/profile.sh [--conns N] [--duration S] [--path /app/small] [--close] [--areas] [PROXY ...]
 #        PROXY: cswitch haproxy nginx (default: all three)
 # Needs a previous bench/run.sh (for bench/.run/harness: origin binary and generated configs).
 #
@@ -11,6 +11,8 @@
 #     → calls per request, per syscall;
 #  2. perf trace -s --errno-summary (heavier: use only for the errno split, e.g. reads that
 #     returned EAGAIN) → its raw summary is saved next to the table.
+#  3. with --areas: perf record (2 kHz, no call graphs) → bench/areas.py's table of where the
+#     CPU goes (kernel TCP/IP, sleeping and waking, io_uring, parsing, tokio, ...).
 # Output: markdown on stdout; raw perf output in bench/.run/profile/.
 # Every process is started here, recorded by PID and stopped by PID.
 set -euo pipefail
@@ -21,6 +23,7 @@ conns=64
 duration=5
 path=/app/small
 close=0
+areas=0
 proxies=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -28,6 +31,7 @@ while [ $# -gt 0 ]; do
     --duration) duration="$2"; shift 2 ;;
     --path) path="$2"; shift 2 ;;
     --close) close=1; shift ;;
+    --areas) areas=1; shift ;;
     -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) proxies+=("$1"); shift ;;
   esac
@@ -53,7 +57,7 @@ ulimit -n 20000 2>/dev/null || true
 
 SYSCALLS="read write readv writev recvfrom sendto recvmsg sendmsg epoll_wait epoll_pwait epoll_pwait2
 epoll_ctl accept accept4 close shutdown socket connect setsockopt getsockopt getsockname getpeername
-ioctl fcntl futex sched_yield timerfd_settime eventfd2 splice sendfile mmap munmap madvise brk
+ioctl fcntl futex io_uring_enter sched_yield timerfd_settime eventfd2 splice sendfile mmap munmap madvise brk
 clock_nanosleep nanosleep rt_sigprocmask clock_gettime timer_settime getrandom"
 events=""
 for s in $SYSCALLS; do
@@ -119,6 +123,17 @@ for px in "${proxies[@]}"; do
   wrk_run "$duration" >"$out/wrk-trace-$px.txt"
   wait "$trace_pid" 2>/dev/null || true
 
+  if [ "$areas" = 1 ]; then
+    wrk_run 2 >/dev/null
+    timeout $(( duration + 20 )) perf record -q -F 2000 -p "$tree" -o "$out/perf-$px.data" -- sleep "$duration" \
+      >/dev/null 2>&1 &
+    rec_pid=$!
+    PIDS+=($rec_pid)
+    sleep 0.3
+    wrk_run "$duration" >"$out/wrk-areas-$px.txt"
+    wait "$rec_pid" 2>/dev/null || true
+  fi
+
   stop_pid "$ppid"
   reqs=$(grep -oE '^ *[0-9]+ requests in' "$out/wrk-stat-$px.txt" | grep -oE '[0-9]+' | head -1)
   REQS[$px]="$reqs"
@@ -171,3 +186,11 @@ for px in "${proxies[@]}"; do
   grep -E '^\s+(syscall|-----|[a-z_0-9]+\s+[0-9])|^\s+E[A-Z]+:|errno' "$out/trace-$px.txt" | head -60
   echo '```'
 done
+if [ "$areas" = 1 ]; then
+  echo
+  echo "Where the CPU goes (percent of each proxy's samples, perf record at 2 kHz; bench/areas.py):"
+  echo
+  cols=()
+  for px in "${proxies[@]}"; do cols+=("$px=$out/perf-$px.data"); done
+  python3 "$bench/areas.py" "${cols[@]}"
+fi

@@ -30,6 +30,9 @@ run, from /proc. Every process is started and stopped by PID; loopback only; eve
 bounded by its duration and a timeout. CSWITCH_IO=epoll runs cswitch on its epoll data path
 (`[global] io`; default uring), for an A/B of the same binary. Prints one markdown table per row with the median and
 [min–max] over the repetitions, and cswitch's CPU ÷ each peer's, paired by repetition.
+PROTOCOLS_PERF=DIR adds one run per proxy and row after the measured ones, recorded with `perf
+record` (2 kHz, no call graphs) into DIR/<proxy>-<row>.data for bench/areas.py (where the CPU
+goes); those runs are not in the table.
 """
 import os, re, shutil, signal, statistics, subprocess, sys, tempfile, time
 
@@ -336,12 +339,22 @@ def write_configs(d, cert, key):
     open(os.path.join(d, "origin-nginx.conf"), "w").write(tls_origin_config(d, cert, key))
 
 
-def one_run(name, row, d, seconds, cswitch):
+def one_run(name, row, d, seconds, cswitch, record=None):
     return measured(proxy_argv(name, d, row, cswitch), os.path.join(d, f"{name}-{row}.log"),
-                    lambda: load(row, d, seconds), seconds)
+                    lambda: load(row, d, seconds), seconds, record)
 
 
-def measured(argv, log, run_load, seconds):
+def recorded(proc, path, seconds):
+    """`perf record` of the proxy's processes for the load's `seconds` (bounded), or None."""
+    if not path:
+        return None
+    pids = ",".join(str(p) for p in pids_of(proc))
+    return subprocess.Popen(["timeout", str(seconds + 20), "perf", "record", "-q", "-F", "2000", "-p", pids,
+                             "-o", path, "--", "sleep", str(seconds)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def measured(argv, log, run_load, seconds, record=None):
     """Starts `argv` (the proxy), runs `run_load()` (→ (completed, errors)) once it listens,
     stops it: (completed per second, the proxy's CPU µs per completion, errors, of which
     user µs, of which system µs)."""
@@ -350,8 +363,11 @@ def measured(argv, log, run_load, seconds):
         if not wait_port(PORT):
             raise SystemExit(f"{argv[0]} did not listen: see {log}")
         time.sleep(0.3)
+        perf = recorded(proc, record, seconds)
         before = cpu_times(proc)
         done, errors = run_load()
+        if perf:
+            perf.wait()
         user, system = (after - b for after, b in zip(cpu_times(proc), before))
         per = (lambda t: t / done * 1e6) if done else (lambda t: float("nan"))
         return done / seconds, per(user + system), errors, per(user), per(system)
@@ -386,6 +402,9 @@ def main():
                     results[name].append(one_run(name, row, d, seconds, cswitch))
                     print(f"{row} rep {rep + 1} {name}: {results[name][-1]}", file=sys.stderr, flush=True)
             print_row(row, results, reps)
+            perf_dir = os.environ.get("PROTOCOLS_PERF")
+            for name in names if perf_dir else []:  # a run of its own: sampling costs the proxy
+                one_run(name, row, d, seconds, cswitch, os.path.join(perf_dir, f"{name}-{row}.data"))
     finally:
         for p in origins:
             stop(p)

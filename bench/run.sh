@@ -6,7 +6,7 @@
 # Usage:  bench/run.sh [--reps N] [--duration S] [--quick] [--out FILE] [--no-build] [--no-install]
 # Env:    REPS (default 3), DURATION (default 8 s), QUICK=1 (reps 1, duration 3, CSV under
 #         bench/results/tmp/), HARNESS (default ../shared/bench), OUT (CSV path),
-#         WORKLOADS (subset of: ka ka256 close ka10k idle; default all),
+#         WORKLOADS (subset of: ka ka256 close ka10k idle idle19k; default all but idle19k),
 #         CSWITCH_BIN (benchmark this binary; skips the build), CSWITCH_TEMPLATE (cswitch's
 #         config template; default bench/cswitch.toml.tmpl), BENCH_ARGS (more bench.py
 #         arguments, e.g. "--haproxy-reuse safe").
@@ -18,6 +18,7 @@
 #   close-small c=64          Connection: close, one TCP connection per request
 #   ka-10k c=64               keep-alive GET /app/10k (10 KiB)
 #   idle c=10000              RSS per idle keep-alive client connection
+#   idle19k c=19000           the same with the most connections this host allows (not in the default)
 # Every proxy runs single-threaded: HAProxy nbthread 1, nginx worker_processes 1, cswitch workers 1.
 set -euo pipefail
 
@@ -159,6 +160,9 @@ for w in $workloads; do
     # keeps the memory of the previous run's connections (its "before" RSS then already
     # includes them); the RSS per idle connection is a proxy metric
     idle) harness_run --workload idle --conns 10000 --proxy haproxy,nginx,custom ;;
+    # the most this host allows: 20,000 descriptors per process (hard limit, not raisable
+    # here), for the proxy and for the harness's client holding the connections
+    idle19k) harness_run --workload idle --conns 19000 --proxy-maxconn 19500 --proxy haproxy,nginx,custom ;;
     *) echo "unknown workload $w" >&2; exit 2 ;;
   esac
 done

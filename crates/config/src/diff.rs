@@ -114,11 +114,13 @@ impl Change {
         matches!(self, Change::ListenerChanged { old, new } if old.bind != new.bind)
     }
 
-    /// True when only a restart can apply the change: a bind address change, or a different
-    /// worker count (workers and their sockets are made once at start).
+    /// True when only a restart can apply the change: a bind address change, a different
+    /// worker count or I/O model (workers, their sockets and rings are made once at start).
     pub fn needs_restart(&self) -> bool {
         match self {
-            Change::Global { old, new } => old.workers != new.workers || old.io != new.io,
+            Change::Global { old, new } => {
+                old.workers != new.workers || old.io != new.io || old.uring_multishot != new.uring_multishot
+            }
             Change::Service { rebinds, .. } => *rebinds,
             other => other.changes_bind(),
         }
@@ -312,6 +314,7 @@ fn global_fields(a: &Global, b: &Global) -> Vec<String> {
     let grace = |g: &Global| duration::format(g.grace_period);
     field(&mut out, "grace_period", grace(a), grace(b));
     field(&mut out, "io", a.io.name(), b.io.name());
+    field(&mut out, "uring_multishot", a.uring_multishot, b.uring_multishot);
     out
 }
 

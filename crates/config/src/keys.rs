@@ -14,7 +14,7 @@ pub(crate) const TOP_KEYS: &[&str] = &[
     "oneway",
     "cluster",
 ];
-pub(crate) const GLOBAL_KEYS: &[&str] = &["workers", "grace_period", "io"];
+pub(crate) const GLOBAL_KEYS: &[&str] = &["workers", "grace_period", "io", "uring_multishot"];
 pub(crate) const ACCESS_LOG_KEYS: &[&str] = &["enabled", "format", "path", "fields", "syslog", "facility"];
 pub(crate) const LIMITS_KEYS: &[&str] = &[
     "max_client_connections",

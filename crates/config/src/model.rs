@@ -147,6 +147,9 @@ pub struct Global {
     /// How plain HTTP client sockets and server connections do their I/O (default uring,
     /// epoll where the kernel refuses io_uring).
     pub io: IoModel,
+    /// On the ring, one multishot receive per socket (default true) where the kernel takes
+    /// its byte limit; false: one receive per wait for bytes, as on kernels without it.
+    pub uring_multishot: bool,
 }
 
 /// `[global] io`: how plain HTTP client sockets do their I/O.

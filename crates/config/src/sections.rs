@@ -14,13 +14,19 @@ const MIB: i64 = 1024 * 1024;
 pub(crate) fn global(root: &Table, sink: &mut Sink) -> Global {
     let section = root.section(sink, "global");
     let Some(t) = section else {
-        return Global { workers: 0, grace_period: Duration::from_secs(30), io: IoModel::Uring };
+        return Global {
+            workers: 0,
+            grace_period: Duration::from_secs(30),
+            io: IoModel::Uring,
+            uring_multishot: true,
+        };
     };
     t.reject_unknown(sink, GLOBAL_KEYS, home_of);
     Global {
         workers: to_usize(t.int_or(sink, "workers", 0, 0..=256)),
         grace_period: t.duration_or(sink, "grace_period", Duration::from_secs(30), true),
         io: io_model(&t, sink),
+        uring_multishot: t.bool_or(sink, "uring_multishot", true),
     }
 }
 

@@ -13,6 +13,7 @@ const FULL: &str = r#"
 [global]
 workers = 4
 grace_period = "1m30s"
+uring_multishot = false
 
 [access_log]
 enabled = false
@@ -131,7 +132,7 @@ fn expected_full() -> Config {
     let secs = Duration::from_secs;
     Config {
         source: PathBuf::from("/etc/cswitch/cswitch.toml"),
-        global: Global { workers: 4, grace_period: secs(90), io: IoModel::Uring },
+        global: Global { workers: 4, grace_period: secs(90), io: IoModel::Uring, uring_multishot: false },
         access_log: AccessLog {
             enabled: false,
             format: LogFormat::Json,
@@ -219,7 +220,7 @@ fn minimal_config_gets_every_default() {
     let secs = Duration::from_secs;
     let expected = Config {
         source: PathBuf::from("cswitch.toml"),
-        global: Global { workers: 0, grace_period: secs(30), io: IoModel::Uring },
+        global: Global { workers: 0, grace_period: secs(30), io: IoModel::Uring, uring_multishot: true },
         access_log: AccessLog {
             enabled: true,
             format: LogFormat::Text,

@@ -26,7 +26,7 @@ pub fn run(
     log: Arc<LogOutput>,
     adopted: tokio::sync::mpsc::UnboundedReceiver<Moving>,
 ) {
-    let ring = wants_ring(&shared) && install_ring();
+    let ring = wants_ring(&shared) && install_ring(shared.snapshot.load().config.global.uring_multishot);
     let mut builder = tokio::runtime::Builder::new_current_thread();
     if ring {
         // What the tasks queued for the ring during a turn goes to the kernel before the
@@ -76,8 +76,8 @@ fn wants_ring(shared: &Shared) -> bool {
 }
 
 /// This worker thread's ring; `false` (logged) where the kernel refuses it: epoll serves.
-fn install_ring() -> bool {
-    match crate::floor::uring::install() {
+fn install_ring(multishot: bool) -> bool {
+    match crate::floor::uring::install(multishot) {
         Ok(()) => true,
         Err(e) => {
             tracing::warn!(error = %e, "io_uring unavailable, this worker uses epoll");

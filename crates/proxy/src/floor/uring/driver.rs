@@ -149,7 +149,9 @@ pub(super) fn try_with(f: impl FnOnce(&mut Driver)) {
 
 /// Creates this worker thread's ring (call on the thread, before its runtime runs). Fails
 /// where io_uring is unavailable or refused (old kernel, `io_uring_disabled`, seccomp).
-pub fn install() -> io::Result<()> {
+/// `multishot`: receives may be multishot (`[global] uring_multishot`); they are where the
+/// kernel also takes their byte limit, else one receive serves one wait for bytes.
+pub fn install(multishot: bool) -> io::Result<()> {
     let mut ring = IoUring::builder()
         .setup_cqsize(ENTRIES * 4)
         .setup_single_issuer()
@@ -157,7 +159,15 @@ pub fn install() -> io::Result<()> {
         .setup_taskrun_flag()
         .build(ENTRIES)?;
     let bufs = BufRing::register(&ring)?;
-    let multishot = takes_limited_multishot(&mut ring)?;
+    let multishot = multishot && {
+        let taken = takes_limited_multishot(&mut ring)?;
+        if !taken {
+            tracing::info!(
+                "io_uring: the kernel limits no multishot receive, one receive per wait for bytes"
+            );
+        }
+        taken
+    };
     // SAFETY: eventfd returns a new descriptor (checked) that this driver owns from here on.
     let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
     if raw < 0 {

@@ -650,7 +650,7 @@ mod tests {
 
     #[test]
     fn a_socket_that_finds_no_provided_buffer_free_is_still_read() {
-        driver::install().unwrap();
+        driver::install(true).unwrap();
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let mut cx = Context::from_waker(Waker::noop());
         let (mut peers, mut socks) = (Vec::new(), Vec::new());

@@ -33,7 +33,7 @@ fn signalled_within_a_second() -> bool {
 
 #[test]
 fn a_send_the_flush_completed_does_not_wake_the_worker() {
-    install().unwrap();
+    install(true).unwrap();
     let (ours, mut theirs) = pair();
     let mut buf = with(|d| d.send_buf());
     buf[..5].copy_from_slice(b"hello");
@@ -51,7 +51,7 @@ fn a_send_the_flush_completed_does_not_wake_the_worker() {
 
 #[test]
 fn bytes_for_a_waiting_receive_wake_the_worker() {
-    install().unwrap();
+    install(true).unwrap();
     let (ours, mut theirs) = pair();
     let op = with(|d| recv(d, ours.as_raw_fd()));
     flush(); // submitted: nothing to read yet, so it waits in the kernel
@@ -66,7 +66,7 @@ fn bytes_for_a_waiting_receive_wake_the_worker() {
 /// This thread's ring, a connected pair, and a receive armed on ours (submitted: nothing to
 /// read yet, so it waits in the kernel).
 fn armed() -> (TcpStream, TcpStream, u32) {
-    install().unwrap();
+    install(true).unwrap();
     let (ours, theirs) = pair();
     let op = with(|d| recv(d, ours.as_raw_fd()));
     flush();
@@ -140,8 +140,7 @@ fn a_receive_ends_once_a_buffer_of_bytes_came() {
 
 #[test]
 fn where_the_kernel_has_no_limited_multishot_a_single_receive_reads_the_same() {
-    install().unwrap();
-    with(|d| d.multishot = false); // what the probe decides on such a kernel
+    install(false).unwrap(); // what `[global] uring_multishot = false` and such a kernel give
     let (ours, mut theirs) = pair();
     let mut got = Vec::new();
     for message in [&b"first"[..], b"second"] {
