@@ -39,9 +39,9 @@ impl Txn<'_> {
     /// client connection stays open.
     pub(super) async fn attempt_h2(&mut self, group: usize, index: usize) -> Result<bool, Failure> {
         let (worker, snap) = (self.worker, self.snap);
-        let began = std::time::Instant::now();
+        let began = snap.config.access_log.enabled.then(std::time::Instant::now);
         let up = h2up::connect(worker, snap, group, index).await?;
-        self.outcome.connect = Some(began.elapsed());
+        self.outcome.connect = began.map(|t| t.elapsed());
         let Some(request) = to_h2_request(&self.s.req_out, &snap.head_limits, up.server.addr) else {
             worker.shared.stats.inc(Counter::BadRequest);
             return Err(Failure::internal(Refusal::new(400, "request cannot be sent over HTTP/2")));

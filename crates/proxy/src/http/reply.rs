@@ -51,6 +51,10 @@ pub struct ReplyCtx<'a> {
     /// When the whole request body had been sent (`None` inside: still streaming; no cell:
     /// the request was sent whole before the response was awaited).
     body_sent: Option<&'a Cell<Option<Instant>>>,
+    /// The access log is on: the answer's first byte is timed (its `ttfb` field). Off, no
+    /// clock is read for it (a precise read costs as much as parsing a field, see
+    /// `floor::clock`).
+    timed: bool,
 }
 
 impl<'a> ReplyCtx<'a> {
@@ -77,6 +81,7 @@ impl<'a> ReplyCtx<'a> {
             reused,
             server,
             body_sent: None,
+            timed: snap.config.access_log.enabled,
         }
     }
 
@@ -124,7 +129,9 @@ where
 {
     read_final_head(sr, cw, ctx, resp, sbuf, outcome).await?;
     outcome.status = resp.status;
-    outcome.first_byte = Some(Instant::now());
+    if ctx.timed {
+        outcome.first_byte = Some(Instant::now());
+    }
     if resp.status == 101 {
         return forward_upgrade(cw, ctx, resp, sbuf, out, outcome).await;
     }

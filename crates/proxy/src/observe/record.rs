@@ -21,7 +21,7 @@ pub struct Outcome {
     pub bytes_in: u64,
     /// Bytes written to the client.
     pub bytes_out: u64,
-    /// When the server's answer began.
+    /// When the server's answer began (taken only while the access log is on).
     pub first_byte: Option<Instant>,
     /// Why it failed, if it did.
     pub error: Option<&'static str>,
@@ -29,7 +29,7 @@ pub struct Outcome {
     pub chosen_by: &'static str,
     /// Other servers tried after failures.
     pub retries: u32,
-    /// How long the last connect (or pool take) took.
+    /// How long the last connect (or pool take) took (timed only while the access log is on).
     pub connect: Option<std::time::Duration>,
 }
 
