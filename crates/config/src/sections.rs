@@ -13,21 +13,21 @@ const MIB: i64 = 1024 * 1024;
 
 pub(crate) fn global(root: &Table, sink: &mut Sink) -> Global {
     let section = root.section(sink, "global");
+    let d = default_global();
     let Some(t) = section else {
-        return Global {
-            workers: 0,
-            grace_period: Duration::from_secs(30),
-            io: IoModel::Uring,
-            uring_multishot: true,
-        };
+        return d;
     };
     t.reject_unknown(sink, GLOBAL_KEYS, home_of);
     Global {
-        workers: to_usize(t.int_or(sink, "workers", 0, 0..=256)),
-        grace_period: t.duration_or(sink, "grace_period", Duration::from_secs(30), true),
+        workers: to_usize(t.int_or(sink, "workers", to_i64(d.workers), 0..=256)),
+        grace_period: t.duration_or(sink, "grace_period", d.grace_period, true),
         io: io_model(&t, sink),
-        uring_multishot: t.bool_or(sink, "uring_multishot", true),
+        uring_multishot: t.bool_or(sink, "uring_multishot", d.uring_multishot),
     }
+}
+
+fn default_global() -> Global {
+    Global { workers: 0, grace_period: Duration::from_secs(30), io: IoModel::Uring, uring_multishot: true }
 }
 
 pub(crate) fn limits(root: &Table, sink: &mut Sink) -> Limits {

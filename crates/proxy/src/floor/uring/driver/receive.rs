@@ -52,25 +52,31 @@ pub(super) const HELD_MAX: usize = 2;
 /// stop). A socket waiting with nothing received holds no buffer either way.
 pub(in crate::floor::uring) fn recv(d: &mut Driver, fd: RawFd) -> u32 {
     let entry = if d.multishot {
-        // The crate's `RecvMulti` with POLL_FIRST (its builder sets that flags word itself)
-        // and the byte limit (it has no setter for it).
-        let entry = opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), 0)
-            .buf_group(bufs::GROUP)
-            .ioprio(POLL_FIRST | MULTISHOT)
-            .build()
-            .flags(squeue::Flags::BUFFER_SELECT);
-        with_total_limit(entry, bufs::SIZE as u32)
+        // Not the crate's `RecvMulti`: that builder sets the flags word itself (no
+        // POLL_FIRST) and has no byte limit.
+        multishot_entry(fd, POLL_FIRST | MULTISHOT)
     } else {
-        opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), bufs::SIZE as u32)
-            .buf_group(bufs::GROUP)
-            .ioprio(POLL_FIRST)
-            .build()
-            .flags(squeue::Flags::BUFFER_SELECT)
+        provided_buffer_entry(fd, bufs::SIZE as u32, POLL_FIRST)
     };
     let slot = d.push(entry, None, Sending::default());
     let s = &mut d.slots[slot as usize];
     (s.receive, s.armed) = (true, true);
     slot
+}
+
+/// A receive from `fd` of up to `len` bytes (0 for a multishot one) into a provided buffer,
+/// with the `ioprio` flags (POLL_FIRST, MULTISHOT).
+fn provided_buffer_entry(fd: RawFd, len: u32, ioprio: u16) -> squeue::Entry {
+    opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), len)
+        .buf_group(bufs::GROUP)
+        .ioprio(ioprio)
+        .build()
+        .flags(squeue::Flags::BUFFER_SELECT)
+}
+
+/// A multishot receive from `fd` that ends once a buffer's worth of bytes came.
+fn multishot_entry(fd: RawFd, ioprio: u16) -> squeue::Entry {
+    with_total_limit(provided_buffer_entry(fd, 0, ioprio), bufs::SIZE as u32)
 }
 
 /// `entry` with the multishot receive's total byte limit (the SQE's `optlen`, in recent
@@ -92,17 +98,11 @@ fn with_total_limit(entry: squeue::Entry, limit: u32) -> squeue::Entry {
 pub(super) fn takes_limited_multishot(ring: &mut IoUring) -> io::Result<bool> {
     let (ours, _theirs) = std::os::unix::net::UnixStream::pair()?;
     const PROBE: u64 = 1;
-    let entry = opcode::Recv::new(types::Fd(ours.as_raw_fd()), std::ptr::null_mut(), 0)
-        .buf_group(bufs::GROUP)
-        .ioprio(MULTISHOT)
-        .build()
-        .flags(squeue::Flags::BUFFER_SELECT);
+    let entry = multishot_entry(ours.as_raw_fd(), MULTISHOT).user_data(PROBE);
     let cancel = opcode::AsyncCancel::new(PROBE).build().user_data(PROBE + 1);
     // SAFETY: the entries point at nothing of ours (a provided-buffer receive, a cancel).
     unsafe {
-        ring.submission()
-            .push(&with_total_limit(entry, bufs::SIZE as u32).user_data(PROBE))
-            .map_err(io::Error::other)?;
+        ring.submission().push(&entry).map_err(io::Error::other)?;
         ring.submission().push(&cancel).map_err(io::Error::other)?;
     }
     ring.submit_and_wait(2)?;
