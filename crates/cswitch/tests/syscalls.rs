@@ -10,8 +10,8 @@
 
 mod common;
 
+use common::load::{addr_in, connect, connect_each_time, one_origin_config, send};
 use common::{tempdir, Running};
-use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -39,19 +39,6 @@ const MAX_PER_CONNECTION_URING: f64 = 3.0;
 /// Connections each client opens, one request each, while traced.
 const CONNECTIONS: usize = 20;
 
-fn config(origin: SocketAddr, io: &str) -> String {
-    format!(
-        "[global]\nworkers = 1\ngrace_period = \"0s\"\nio = \"{io}\"\n[access_log]\nenabled = false\n\
-         [[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\ndefault_group = \"web\"\n\
-         [[group]]\nname = \"web\"\nreuse = \"always\"\nservers = [ {{ name = \"o1\", addr = \"{origin}\" }} ]\n"
-    )
-}
-
-fn addr_in(line: &str) -> SocketAddr {
-    let field = line.split_whitespace().find_map(|w| w.strip_prefix("addr=")).unwrap();
-    field.parse().unwrap_or_else(|_| panic!("{line}"))
-}
-
 fn strace_usable() -> bool {
     let ok =
         Command::new("strace").args(["-c", "-o", "/dev/null", "true"]).status().is_ok_and(|s| s.success());
@@ -63,36 +50,6 @@ fn strace_usable() -> bool {
         eprintln!("skipped: strace missing or not allowed to trace");
     }
     ok
-}
-
-/// Opens the clients' keep-alive connections.
-async fn connect(web: SocketAddr) -> Vec<testkit::RawClient> {
-    let mut clients = Vec::new();
-    for _ in 0..CLIENTS {
-        clients.push(testkit::RawClient::connect(web).await.unwrap());
-    }
-    clients
-}
-
-/// Each client sends `n` requests on its connection, one at a time, all clients at once.
-async fn send(clients: Vec<testkit::RawClient>, n: usize) -> Vec<testkit::RawClient> {
-    let tasks: Vec<_> = clients
-        .into_iter()
-        .map(|mut c| {
-            tokio::spawn(async move {
-                for _ in 0..n {
-                    c.send(b"GET /s HTTP/1.1\r\nHost: t\r\n\r\n").await.unwrap();
-                    assert_eq!(c.read_response().await.unwrap().status, 200);
-                }
-                c
-            })
-        })
-        .collect();
-    let mut back = Vec::new();
-    for t in tasks {
-        back.push(t.await.unwrap());
-    }
-    back
 }
 
 /// The `calls` column of one system call's line (0 when it was not made).
@@ -147,25 +104,6 @@ fn on_the_ring_a_connection_per_request_costs_at_most_3_system_calls() {
     );
 }
 
-/// Each client opens `n` connections one after the other, one request each
-/// (`Connection: close`), all clients at once.
-async fn connect_each_time(web: SocketAddr, n: usize) {
-    let tasks: Vec<_> = (0..CLIENTS)
-        .map(|_| {
-            tokio::spawn(async move {
-                for _ in 0..n {
-                    let mut c = testkit::RawClient::connect(web).await.unwrap();
-                    c.send(b"GET /s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").await.unwrap();
-                    assert_eq!(c.read_response().await.unwrap().status, 200);
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
-}
-
 /// Runs the switch with `[global] io`, traces it over the clients' requests (on their
 /// keep-alive connections, or on a new connection each when `close`), and returns the system
 /// calls it made per request.
@@ -174,12 +112,12 @@ fn system_calls_per_request(io: &str, close: bool) -> f64 {
     let origin = rt.block_on(testkit::Origin::start("o1"));
     let dir = tempdir(&format!("syscalls-{io}-{close}"));
     let path = dir.join("cswitch.toml");
-    std::fs::write(&path, config(origin.addr(), io)).unwrap();
+    std::fs::write(&path, one_origin_config(origin.addr(), io)).unwrap();
     let run = Running::start(&path);
     let web = addr_in(&run.wait_for("listening"));
     // Warm up: client and server connections open (the traced window opens none), buffers
     // and pools allocated.
-    let clients = rt.block_on(async { send(connect(web).await, 5).await });
+    let clients = rt.block_on(async { send(connect(web, CLIENTS).await, 5).await });
 
     let clients = if close {
         // Their closes, and their parking after a second idle, are not the traced load.
@@ -203,7 +141,7 @@ fn system_calls_per_request(io: &str, close: bool) -> f64 {
     std::thread::sleep(Duration::from_millis(200));
     let started = Instant::now();
     let (requests, clients) = if close {
-        rt.block_on(connect_each_time(web, CONNECTIONS));
+        rt.block_on(connect_each_time(web, CLIENTS, CONNECTIONS));
         (CLIENTS * CONNECTIONS, clients)
     } else {
         (CLIENTS * REQUESTS, rt.block_on(send(clients, REQUESTS)))

@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test file uses part of this
 
 pub mod counting;
+pub mod load;
 pub mod tls12;
 pub mod upgrading;
 

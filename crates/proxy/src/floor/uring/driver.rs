@@ -123,6 +123,10 @@ pub struct Driver {
     /// first is rare, so a slot carries room for one and no queue of its own (a slot per
     /// idle connection: its size is idle memory).
     later: Vec<(u32, i32, u32)>,
+    /// A turn's completions, and the wakers they call: kept from turn to turn, so a turn
+    /// allocates nothing (`tests/allocations.rs` counts).
+    done: Vec<(u64, i32, u32)>,
+    woken: Vec<Waker>,
 }
 
 thread_local! {
@@ -187,6 +191,8 @@ pub fn install(multishot: bool) -> io::Result<()> {
         eventfd,
         multishot,
         later: Vec::new(),
+        done: Vec::new(),
+        woken: Vec::new(),
     };
     DRIVER.with(|d| *d.borrow_mut() = Some(driver));
     Ok(())
@@ -223,11 +229,18 @@ pub fn flush() {
             // with the eventfd on, so what comes after wakes the worker. Once, not until
             // idle: the flag can stay set with nothing left to run, and a loop on it spun.
             d.enter(0, false);
-            woken = d.reap();
+            d.reap_into(&mut woken);
         }
         woken
     });
-    woken.into_iter().for_each(Waker::wake);
+    wake_all(woken);
+}
+
+/// Calls the wakers a turn collected, outside the driver's borrow (a woken future may use
+/// it), and gives their emptied vector back for the next turn.
+fn wake_all(mut woken: Vec<Waker>) {
+    woken.drain(..).for_each(Waker::wake);
+    try_with(|d| d.woken = woken);
 }
 
 /// The task that runs completions: waits on the ring's eventfd in tokio's epoll, then runs
@@ -263,7 +276,7 @@ pub async fn reaper() {
             d.enter(0, true); // the flush before the worker sleeps comes after
             d.reap()
         });
-        woken.into_iter().for_each(Waker::wake);
+        wake_all(woken);
         with(Driver::submit);
     }
 }
@@ -426,10 +439,16 @@ impl Driver {
     /// Takes the completions off the queue; returns the wakers to call (after the driver is
     /// released: a woken future may use it).
     fn reap(&mut self) -> Vec<Waker> {
-        let mut woken = Vec::new();
-        let done: Vec<(u64, i32, u32)> =
-            self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())).collect();
-        for (user, res, flags) in done {
+        let mut woken = std::mem::take(&mut self.woken);
+        self.reap_into(&mut woken);
+        woken
+    }
+
+    /// [`Driver::reap`] into `woken`.
+    fn reap_into(&mut self, woken: &mut Vec<Waker>) {
+        let mut done = std::mem::take(&mut self.done);
+        done.extend(self.ring.completion().map(|c| (c.user_data(), c.result(), c.flags())));
+        for (user, res, flags) in done.drain(..) {
             if user == IGNORED {
                 continue;
             }
@@ -442,7 +461,7 @@ impl Driver {
                 continue;
             }
             if s.receive {
-                self.took(slot, res, flags, &mut woken);
+                self.took(slot, res, flags, woken);
                 continue;
             }
             let res = if s.send.len > 0 {
@@ -469,8 +488,8 @@ impl Driver {
                 }
             }
         }
+        self.done = done;
         self.bufs.publish();
-        woken
     }
 
     /// A send's completion (`res`): `None` when it was short and the rest was queued again
@@ -620,7 +639,9 @@ impl Driver {
             let _ = unsafe { self.ring.submitter().enter::<libc::sigset_t>(to_submit, 1, GETEVENTS, None) };
             self.queued = 0;
             // Others' completions came too: their futures are only scheduled by the wake.
-            self.reap().into_iter().for_each(Waker::wake);
+            let mut woken = self.reap();
+            woken.drain(..).for_each(Waker::wake);
+            self.woken = woken;
             if let Some(done) = settled(&self.slots[slot as usize]) {
                 return done;
             }
