@@ -20,8 +20,7 @@
 
 mod common;
 
-use common::load::{addr_in, connect, connect_each_time, one_origin_config, send};
-use common::{tempdir, Running};
+use common::load::{connect_each_time, send, warmed};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,9 +32,11 @@ const CLIENTS: usize = 64;
 const REQUESTS: usize = 60;
 /// New connections per client in the check that the probes count at all.
 const CONNECTIONS: usize = 5;
-/// The bound per keep-alive request: the two boxed phases (and a little for the worker's
-/// own timers and turns over the counted window).
-const MAX_PER_REQUEST: f64 = 2.05;
+/// The bound per keep-alive request: the two boxed phases, and room for what the process
+/// allocates by the clock rather than per request (its other threads' timers: about 40 a
+/// second, 50 over a window measured here, more where the debug build runs slowly). One
+/// allocation more per request (3.0) fails.
+const MAX_PER_REQUEST: f64 = 2.5;
 /// The allocator's entry points.
 const ENTRY_POINTS: [&str; 3] = ["mi_malloc_aligned", "mi_zalloc_aligned", "mi_realloc_aligned"];
 const TRACEFS: &str = "/sys/kernel/tracing";
@@ -171,26 +172,18 @@ fn a_keep_alive_request_allocates_only_its_two_boxed_phases() {
 /// clients' warm keep-alive connections, then per new connection (one request each), which
 /// must allocate (its task, at least): that shows the probes count.
 fn allocations(probes: &Probes, io: &str) -> (f64, f64) {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let origin = rt.block_on(testkit::Origin::start("o1"));
-    let dir = tempdir(&format!("allocations-{io}"));
-    let path = dir.join("cswitch.toml");
-    std::fs::write(&path, one_origin_config(origin.addr(), io)).unwrap();
-    let run = Running::start(&path);
-    let web = addr_in(&run.wait_for("listening"));
-    // Warm up: every client and server connection open, buffers and pools allocated.
-    let clients = rt.block_on(async { send(connect(web, CLIENTS).await, 5).await });
-
+    let mut w = warmed(&format!("allocations-{io}"), io, CLIENTS);
+    let clients = std::mem::take(&mut w.clients);
     let started = Instant::now();
     let before = probes.hits();
-    let clients = rt.block_on(send(clients, REQUESTS));
+    let clients = w.rt.block_on(send(clients, REQUESTS));
     let per_request = (probes.hits() - before) as f64 / (CLIENTS * REQUESTS) as f64;
     let before = probes.hits();
-    rt.block_on(connect_each_time(web, CLIENTS, CONNECTIONS));
+    w.rt.block_on(connect_each_time(w.web, CLIENTS, CONNECTIONS));
     let per_connection = (probes.hits() - before) as f64 / (CLIENTS * CONNECTIONS) as f64;
     assert!(started.elapsed() < Duration::from_secs(60), "bounded");
     drop(clients);
     eprintln!("io = {io}: {per_request:.3} allocations per keep-alive request, {per_connection:.1} per new connection");
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&w.dir);
     (per_request, per_connection)
 }

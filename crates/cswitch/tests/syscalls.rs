@@ -10,8 +10,7 @@
 
 mod common;
 
-use common::load::{addr_in, connect, connect_each_time, one_origin_config, send};
-use common::{tempdir, Running};
+use common::load::{connect_each_time, send, warmed};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -108,17 +107,10 @@ fn on_the_ring_a_connection_per_request_costs_at_most_3_system_calls() {
 /// keep-alive connections, or on a new connection each when `close`), and returns the system
 /// calls it made per request.
 fn system_calls_per_request(io: &str, close: bool) -> f64 {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let origin = rt.block_on(testkit::Origin::start("o1"));
-    let dir = tempdir(&format!("syscalls-{io}-{close}"));
-    let path = dir.join("cswitch.toml");
-    std::fs::write(&path, one_origin_config(origin.addr(), io)).unwrap();
-    let run = Running::start(&path);
-    let web = addr_in(&run.wait_for("listening"));
-    // Warm up: client and server connections open (the traced window opens none), buffers
-    // and pools allocated.
-    let clients = rt.block_on(async { send(connect(web, CLIENTS).await, 5).await });
-
+    // Warm: client and server connections open (the traced window opens none), buffers and
+    // pools allocated.
+    let mut w = warmed(&format!("syscalls-{io}-{close}"), io, CLIENTS);
+    let clients = std::mem::take(&mut w.clients);
     let clients = if close {
         // Their closes, and their parking after a second idle, are not the traced load.
         drop(clients);
@@ -127,11 +119,11 @@ fn system_calls_per_request(io: &str, close: bool) -> f64 {
     } else {
         clients
     };
-    let out = dir.join("strace.txt");
+    let out = w.dir.join("strace.txt");
     let mut strace = Command::new("strace")
         .args(["-c", "-f", "-o"])
         .arg(&out)
-        .args(["-p", &run.child.id().to_string()])
+        .args(["-p", &w.run.child.id().to_string()])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -141,10 +133,10 @@ fn system_calls_per_request(io: &str, close: bool) -> f64 {
     std::thread::sleep(Duration::from_millis(200));
     let started = Instant::now();
     let (requests, clients) = if close {
-        rt.block_on(connect_each_time(web, CLIENTS, CONNECTIONS));
+        w.rt.block_on(connect_each_time(w.web, CLIENTS, CONNECTIONS));
         (CLIENTS * CONNECTIONS, clients)
     } else {
-        (CLIENTS * REQUESTS, rt.block_on(send(clients, REQUESTS)))
+        (CLIENTS * REQUESTS, w.rt.block_on(send(clients, REQUESTS)))
     };
     assert!(started.elapsed() < Duration::from_secs(60), "bounded");
     Command::new("kill").args(["-INT", &strace.id().to_string()]).status().unwrap();
@@ -160,6 +152,6 @@ fn system_calls_per_request(io: &str, close: bool) -> f64 {
     let not_counted = calls_of(&summary, "madvise") + calls_of(&summary, "fcntl");
     let per_request = (total_calls(&summary) - not_counted) as f64 / requests as f64;
     eprintln!("io = {io}, close = {close}: {per_request:.3} system calls per request:\n{summary}");
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&w.dir);
     per_request
 }

@@ -3,7 +3,35 @@
 //! keep-alive connection or on a new connection per request.
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
 
+use super::{tempdir, Running};
 use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// A switch on one data path in front of one origin, with keep-alive clients that have each
+/// made 5 requests: every client and server connection open, buffers and pools allocated.
+/// Dropped in field order: the clients and the switch before the runtime.
+pub struct Warmed {
+    pub clients: Vec<testkit::RawClient>,
+    pub web: SocketAddr,
+    pub run: Running,
+    pub dir: PathBuf,
+    _origin: testkit::Origin,
+    pub rt: tokio::runtime::Runtime,
+}
+
+/// [`Warmed`] with `clients` clients, on data path `io`, its files in a directory named
+/// after `tag`.
+pub fn warmed(tag: &str, io: &str, clients: usize) -> Warmed {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let origin = rt.block_on(testkit::Origin::start("o1"));
+    let dir = tempdir(tag);
+    let path = dir.join("cswitch.toml");
+    std::fs::write(&path, one_origin_config(origin.addr(), io)).unwrap();
+    let run = Running::start(&path);
+    let web = addr_in(&run.wait_for("listening"));
+    let clients = rt.block_on(async { send(connect(web, clients).await, 5).await });
+    Warmed { clients, web, run, dir, _origin: origin, rt }
+}
 
 /// One worker on data path `io` (`[global] io`), no access log, one listener on a free port,
 /// one group of one server (`origin`) whose connections are always reused.
