@@ -70,8 +70,9 @@ impl Probes {
         let mut probes =
             Probes { instance: Path::new(TRACEFS).join("instances").join(&group), group, events: vec![] };
         let binary = binary.canonicalize().map_err(|e| e.to_string())?;
+        let layout = Layout::read(&binary)?;
         for function in ENTRY_POINTS {
-            let offset = file_offset(&binary, function)?;
+            let offset = layout.file_offset(function)?;
             let event = format!("{}_{function}", probes.group);
             let line = format!("p:{}/{event} {}:{offset:#x}\n", probes.group, binary.display());
             append(&Path::new(TRACEFS).join("uprobe_events"), &line)?;
@@ -115,32 +116,45 @@ fn append(path: &Path, text: &str) -> Result<(), String> {
     f.write_all(text.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Where `function`'s code is in `binary`'s file (what a uprobe names): its address from
-/// `nm`, moved by the loadable segment that holds it (`readelf -l`).
-fn file_offset(binary: &Path, function: &str) -> Result<u64, String> {
-    let nm = run(Command::new("nm").arg(binary))?;
-    let address = nm
-        .lines()
-        .find_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
-            [addr, "T" | "t", name] if name == function => u64::from_str_radix(addr, 16).ok(),
-            _ => None,
-        })
-        .ok_or_else(|| format!("no {function} in {}", binary.display()))?;
-    let segments = run(Command::new("readelf").args(["-lW"]).arg(binary))?;
-    segments
-        .lines()
-        .filter(|l| l.trim_start().starts_with("LOAD"))
-        .find_map(|l| {
-            let f: Vec<u64> = l
-                .split_whitespace()
-                .skip(1)
-                .take(5)
-                .filter_map(|w| u64::from_str_radix(w.trim_start_matches("0x"), 16).ok())
-                .collect();
-            let [offset, vaddr, _, _, memsz] = f[..] else { return None };
-            (vaddr..vaddr + memsz).contains(&address).then(|| address - vaddr + offset)
-        })
-        .ok_or_else(|| format!("{function} at {address:#x} is in no loadable segment"))
+/// What `nm` and `readelf -l` say of a binary: its symbols and its loadable segments.
+struct Layout {
+    symbols: String,
+    segments: String,
+}
+
+impl Layout {
+    fn read(binary: &Path) -> Result<Layout, String> {
+        let symbols = run(Command::new("nm").arg(binary))?;
+        let segments = run(Command::new("readelf").args(["-lW"]).arg(binary))?;
+        Ok(Layout { symbols, segments })
+    }
+
+    /// Where `function`'s code is in the file (what a uprobe names): its address, moved by
+    /// the loadable segment that holds it.
+    fn file_offset(&self, function: &str) -> Result<u64, String> {
+        let address = self
+            .symbols
+            .lines()
+            .find_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+                [addr, "T" | "t", name] if name == function => u64::from_str_radix(addr, 16).ok(),
+                _ => None,
+            })
+            .ok_or_else(|| format!("no {function} in the binary"))?;
+        self.segments
+            .lines()
+            .filter(|l| l.trim_start().starts_with("LOAD"))
+            .find_map(|l| {
+                let f: Vec<u64> = l
+                    .split_whitespace()
+                    .skip(1)
+                    .take(5)
+                    .filter_map(|w| u64::from_str_radix(w.trim_start_matches("0x"), 16).ok())
+                    .collect();
+                let [offset, vaddr, _, _, memsz] = f[..] else { return None };
+                (vaddr..vaddr + memsz).contains(&address).then(|| address - vaddr + offset)
+            })
+            .ok_or_else(|| format!("{function} at {address:#x} is in no loadable segment"))
+    }
 }
 
 /// A command's standard output.

@@ -4,7 +4,7 @@
 //! free list when its read side is empty and takes one again when the socket becomes
 //! readable. This keeps memory per idle client connection small (the bench measures it).
 
-use crate::floor::spares::SpareLimit;
+use crate::floor::spares::Spares;
 use std::cell::RefCell;
 
 /// A fixed-capacity byte buffer with a filled window `start..data.len()`.
@@ -181,60 +181,28 @@ const HEAD_START: usize = 1024;
 /// nothing either).
 pub struct BufPool {
     size: usize,
-    whole: Spares,
-    heads: Spares,
-}
-
-/// One free list and its keep policy.
-struct Spares {
-    list: RefCell<Vec<IoBuf>>,
-    keep: SpareLimit,
-}
-
-impl Spares {
-    fn new(floor: usize) -> Spares {
-        Spares { list: RefCell::new(Vec::new()), keep: SpareLimit::new(floor) }
-    }
-
-    fn pop(&self) -> Option<IoBuf> {
-        let mut list = self.list.borrow_mut();
-        let recycled = list.pop();
-        self.keep.took(list.len());
-        recycled
-    }
-
-    fn push(&self, buf: IoBuf) {
-        let mut list = self.list.borrow_mut();
-        if self.keep.keeps(list.len()) {
-            list.push(buf);
-        }
-    }
-
-    fn trim(&self) {
-        let mut list = self.list.borrow_mut();
-        let keep = self.keep.trim(list.len());
-        list.truncate(keep);
-    }
+    whole: RefCell<Spares<IoBuf>>,
+    heads: RefCell<Spares<IoBuf>>,
 }
 
 impl BufPool {
     /// A pool handing out buffers of `size` bytes and keeping the spare ones the load of the
-    /// last second needed, at least `keep` (see [`SpareLimit`]).
+    /// last second needed, at least `keep` (see [`Spares`]).
     pub fn new(size: usize, keep: usize) -> Self {
-        BufPool { size, whole: Spares::new(keep), heads: Spares::new(keep) }
+        BufPool { size, whole: RefCell::new(Spares::new(keep)), heads: RefCell::new(Spares::new(keep)) }
     }
 
     /// Drops the spares the last period's load did not need (the worker's housekeeping, once
     /// a second).
     pub fn trim(&self) {
-        self.whole.trim();
-        self.heads.trim();
+        self.whole.borrow_mut().trim();
+        self.heads.borrow_mut().trim();
     }
 
     /// A buffer to read a request head into: a recycled one when one is free (a whole one
     /// first), else a small one that grows to the pool's size if the head needs it.
     pub fn take_for_head(&self) -> IoBuf {
-        let recycled = self.whole.pop().or_else(|| self.heads.pop());
+        let recycled = self.whole.borrow_mut().pop().or_else(|| self.heads.borrow_mut().pop());
         recycled.unwrap_or_else(|| IoBuf::growable(HEAD_START, self.size))
     }
 
@@ -245,7 +213,7 @@ impl BufPool {
 
     /// A buffer, recycled when one is free.
     pub fn take(&self) -> IoBuf {
-        let recycled = self.whole.pop();
+        let recycled = self.whole.borrow_mut().pop();
         recycled.unwrap_or_else(|| IoBuf::new(self.size))
     }
 
@@ -256,9 +224,9 @@ impl BufPool {
             return;
         }
         if buf.cap == self.size {
-            self.whole.push(buf);
-        } else if buf.cap == HEAD_START {
-            self.heads.push(buf);
+            self.whole.borrow_mut().push(buf);
+        } else {
+            self.heads.borrow_mut().push(buf); // a head buffer that never grew
         }
     }
 }
@@ -292,7 +260,7 @@ mod tests {
         assert!(b.capacity() >= 64 && b.free() >= 60, "room for the limit at once");
         assert_eq!(b.filled(), b"head");
         pool.give(b);
-        assert_eq!(pool.whole.list.borrow().len(), 0, "a widened buffer is not kept");
+        assert_eq!(pool.whole.borrow().held(), 0, "a widened buffer is not kept");
     }
 
     #[test]
@@ -330,29 +298,29 @@ mod tests {
         let (a, b) = (pool.take(), pool.take());
         pool.give(a);
         pool.give(b);
-        assert_eq!(pool.whole.list.borrow().len(), 2, "both were in use at once: both kept");
+        assert_eq!(pool.whole.borrow().held(), 2, "both were in use at once: both kept");
         pool.trim();
         let c = pool.take();
         pool.give(c);
         pool.trim();
-        assert_eq!(pool.whole.list.borrow().len(), 1, "one was never taken during the second: dropped");
+        assert_eq!(pool.whole.borrow().held(), 1, "one was never taken during the second: dropped");
         pool.trim();
-        assert_eq!(pool.whole.list.borrow().len(), 1, "never below keep");
+        assert_eq!(pool.whole.borrow().held(), 1, "never below keep");
     }
 
     #[test]
     fn a_head_buffer_that_never_grew_is_taken_again() {
         let pool = BufPool::new(4 * HEAD_START, 1);
         pool.give(pool.take_for_head());
-        assert_eq!(pool.heads.list.borrow().len(), 1, "kept");
+        assert_eq!(pool.heads.borrow().held(), 1, "kept");
         let again = pool.take_for_head();
-        assert!(pool.heads.list.borrow().is_empty(), "taken again, not made");
+        assert!(pool.heads.borrow().held() == 0, "taken again, not made");
         assert_eq!(again.data.capacity(), HEAD_START);
         let mut grown = again;
         grown.extend(&[b'x'; HEAD_START]);
         grown.for_read(); // a read finds it full: it grows to the pool's size
         pool.give(grown);
         assert_eq!(pool.take().data.capacity(), 4 * HEAD_START, "a head that grew is a whole buffer");
-        assert!(pool.heads.list.borrow().is_empty());
+        assert!(pool.heads.borrow().held() == 0);
     }
 }

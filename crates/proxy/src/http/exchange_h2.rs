@@ -39,7 +39,7 @@ impl Txn<'_> {
     /// client connection stays open.
     pub(super) async fn attempt_h2(&mut self, group: usize, index: usize) -> Result<bool, Failure> {
         let (worker, snap) = (self.worker, self.snap);
-        let began = snap.config.access_log.enabled.then(std::time::Instant::now);
+        let began = crate::observe::record::start_if_logged(snap);
         let up = h2up::connect(worker, snap, group, index).await?;
         self.outcome.connect = began.map(|t| t.elapsed());
         let Some(request) = to_h2_request(&self.s.req_out, &snap.head_limits, up.server.addr) else {

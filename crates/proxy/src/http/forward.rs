@@ -109,8 +109,7 @@ impl<'a> Txn<'a> {
         let prealloc = self.client.take_prealloc(g.servers[index].id);
         let pool = self.client.pool_take(g.reuse);
         let (worker, snap) = (self.worker, self.snap);
-        // Timed for the access log only (its `connect` field): no clock read when it is off.
-        let began = snap.config.access_log.enabled.then(std::time::Instant::now);
+        let began = crate::observe::record::start_if_logged(snap);
         let up = connect::connect(worker, snap, group, index, pool, prealloc).await?;
         self.outcome.connect = began.map(|t| t.elapsed());
         self.exchange(up, body).await

@@ -2,7 +2,7 @@
 //! allocate (a worker is a thread: the list is a thread-local).
 
 use crate::floor::buf::IoBuf;
-use crate::floor::spares::SpareLimit;
+use crate::floor::spares::Spares;
 use crate::http::log_notes::LogNotes;
 use crate::upstream::decide::Notes;
 use http1::{RequestHead, ResponseHead};
@@ -78,22 +78,16 @@ impl Scratch {
 }
 
 /// Spare scratch spaces a worker keeps at least; beyond them, those the last second's load
-/// did not need are freed (see [`SpareLimit`]).
+/// did not need are freed (see [`Spares`]).
 const KEEP: usize = 16;
 
 thread_local! {
-    static SPARE: RefCell<Vec<Scratch>> = const { RefCell::new(Vec::new()) };
-    static LIMIT: SpareLimit = const { SpareLimit::new(KEEP) };
+    static SPARE: RefCell<Spares<Scratch>> = const { RefCell::new(Spares::new(KEEP)) };
 }
 
 /// A scratch space, reset, recycled when one is spare.
 pub fn take() -> Scratch {
-    let recycled = SPARE.with(|spare| {
-        let mut spare = spare.borrow_mut();
-        let s = spare.pop();
-        LIMIT.with(|l| l.took(spare.len()));
-        s
-    });
+    let recycled = SPARE.with(|spare| spare.borrow_mut().pop());
     let mut s = recycled.unwrap_or_else(Scratch::new);
     s.reset();
     s
@@ -101,20 +95,11 @@ pub fn take() -> Scratch {
 
 /// Gives a scratch space back.
 pub fn give(scratch: Scratch) {
-    SPARE.with(|spare| {
-        let mut spare = spare.borrow_mut();
-        if LIMIT.with(|l| l.keeps(spare.len())) {
-            spare.push(scratch);
-        }
-    });
+    SPARE.with(|spare| spare.borrow_mut().push(scratch));
 }
 
 /// Frees the spare scratch spaces the last period's load did not need (the worker's
 /// housekeeping, once a second).
 pub fn trim() {
-    SPARE.with(|spare| {
-        let mut spare = spare.borrow_mut();
-        let keep = LIMIT.with(|l| l.trim(spare.len()));
-        spare.truncate(keep);
-    });
+    SPARE.with(|spare| spare.borrow_mut().trim());
 }

@@ -66,6 +66,13 @@ pub struct Entry<'a> {
     pub started: Instant,
 }
 
+/// The start of a duration only the access log reports (`connect_ms`): `None`, and no
+/// clock read, while the log is off (a precise read costs as much as parsing a field, see
+/// `floor::clock`).
+pub fn start_if_logged(snap: &Snapshot) -> Option<std::time::Instant> {
+    snap.config.access_log.enabled.then(std::time::Instant::now)
+}
+
 /// Records the end of a request or session.
 pub fn finish(shared: &Shared, snap: &Snapshot, entry: &Entry<'_>, o: &Outcome) {
     finish_with(shared, snap, entry, o, &Details::default());

@@ -13,7 +13,7 @@
 #![allow(unsafe_code)]
 
 use super::bufs::BufRing;
-use crate::floor::spares::SpareLimit;
+use crate::floor::spares::Spares;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::cell::RefCell;
 use std::io;
@@ -111,9 +111,9 @@ pub struct Driver {
     free: Vec<u32>,
     /// Entries queued and not yet given to the kernel.
     queued: u32,
-    spare_sends: Vec<Box<[u8]>>,
-    /// How many of them to keep (what the last second's load used; see `floor::spares`).
-    spare_limit: SpareLimit,
+    /// Send buffers back from completed sends, as many as the last second's load used
+    /// (see `floor::spares`).
+    spare_sends: Spares<Box<[u8]>>,
     /// The eventfd the ring signals when completions wait (in the worker's epoll).
     eventfd: OwnedFd,
     /// Receives are multishot with a byte limit ([`recv`]); else single.
@@ -186,8 +186,7 @@ pub fn install(multishot: bool) -> io::Result<()> {
         slots: Vec::new(),
         free: Vec::new(),
         queued: 0,
-        spare_sends: Vec::new(),
-        spare_limit: SpareLimit::new(8),
+        spare_sends: Spares::new(8),
         eventfd,
         multishot,
         later: Vec::new(),
@@ -203,8 +202,7 @@ pub fn install(multishot: bool) -> io::Result<()> {
 pub fn trim() {
     DRIVER.with(|d| {
         if let Some(d) = d.borrow_mut().as_mut() {
-            let keep = d.spare_limit.trim(d.spare_sends.len());
-            d.spare_sends.truncate(keep);
+            d.spare_sends.trim();
         }
     });
 }
@@ -543,9 +541,7 @@ impl Driver {
 
     /// A send buffer back to the spares (or freed, past the bound).
     fn keep_send_buf(&mut self, buf: Box<[u8]>) {
-        if self.spare_limit.keeps(self.spare_sends.len()) {
-            self.spare_sends.push(buf);
-        }
+        self.spare_sends.push(buf);
     }
 
     /// The result of `slot` if completed, else registers `waker`.
@@ -586,7 +582,6 @@ impl Driver {
     /// An empty send buffer.
     pub(super) fn send_buf(&mut self) -> Box<[u8]> {
         let buf = self.spare_sends.pop();
-        self.spare_limit.took(self.spare_sends.len());
         buf.unwrap_or_else(|| vec![0u8; SEND_SIZE].into_boxed_slice())
     }
 
