@@ -5,7 +5,8 @@
 //! `live` figures, the `tables`), per-worker state (`worker`, `schedulers`, `pool`,
 //! `h2pool`: the HTTP/2 server connections streams share, `budget`: an HTTP/2 client
 //! connection's memory bound, `pipe`: an HTTP/2 stream's way into the HTTP/1.1 phases,
-//! `buf`, `spares`: how many spare objects a free list keeps, `conns`: the connections
+//! `buf`, `spares`: how many spare objects a free list keeps, `boxed`: a future boxed where
+//! it is made, `conns`: the connections
 //! eviction may close, `parked`: idle keep-alive connections waiting outside the runtime,
 //! `handover`: idle connections leaving for a new binary), socket helpers (`io`,
 //! `stream`: plain or TLS client streams and the handshake, `socket`: a TCP socket,
@@ -14,6 +15,7 @@
 //! fields between HTTP/1.1 and HTTP/2 (`fields`: connection-specific
 //! fields, trailer sections), and the typed failure every step returns (`failure`).
 
+pub mod boxed;
 pub mod budget;
 pub mod buf;
 pub mod clock;

@@ -60,11 +60,14 @@ impl<'a> Txn<'a> {
         let (mut cr, mut cw) = self.client.stream.split();
         let (mut sr, mut sw) = up.stream.split();
         let (resp, resp_out, sbuf) = (&mut self.s.resp, &mut self.s.resp_out, &mut self.s.sbuf);
-        let reply = reply::forward(&mut sr, &mut cw, &ctx, resp, sbuf, resp_out, &mut self.outcome);
+        let outcome = &mut self.outcome;
         let body_bytes = Cell::new(0u64);
         let (end, pump) = if first_done {
-            (Some(reply.await), Ok(()))
+            // Awaited where it is made: a future kept in a local first is copied (~900
+            // bytes) into the awaiting future's state.
+            (Some(reply::forward(&mut sr, &mut cw, &ctx, resp, sbuf, resp_out, outcome).await), Ok(()))
         } else {
+            let reply = reply::forward(&mut sr, &mut cw, &ctx, resp, sbuf, resp_out, outcome);
             let pump = pump_body(&mut cr, cbuf, &mut sw, &mut body, snap, &body_bytes);
             race(reply, async {
                 let pumped = pump.await;

@@ -26,6 +26,7 @@ pub(crate) mod scratch;
 mod txn;
 pub mod view;
 
+use crate::floor::boxed::pinned;
 use crate::floor::conns::{ConnState, Slot};
 use crate::floor::parked::Resting;
 use crate::floor::stats::Counter;
@@ -84,7 +85,8 @@ where
             }
             // Boxed: the request phases hold far more state than an idle connection needs,
             // and an unboxed future would reserve that space in every idle connection.
-            let keep = Box::pin(serve_one(&open.worker, open.listener(), &mut client)).await;
+            // Made in its box (`floor::boxed`): no copy of the whole future per request.
+            let keep = pinned(|| serve_one(&open.worker, open.listener(), &mut client)).await;
             if client.h2_preface {
                 // Boxed: only such a connection holds the HTTP/2 wing's state.
                 return Box::pin(h2(open, client)).await;

@@ -1,5 +1,7 @@
 //! Per-request working space, recycled through a per-worker spare list so requests do not
-//! allocate (a worker is a thread: the list is a thread-local).
+//! allocate (a worker is a thread: the list is a thread-local). A space is boxed, so taking
+//! and giving it back moves a pointer, not its ~700 bytes (five copies of them per request,
+//! and the request's future held it inline).
 
 use crate::floor::buf::IoBuf;
 use crate::floor::spares::Spares;
@@ -82,19 +84,19 @@ impl Scratch {
 const KEEP: usize = 16;
 
 thread_local! {
-    static SPARE: RefCell<Spares<Scratch>> = const { RefCell::new(Spares::new(KEEP)) };
+    static SPARE: RefCell<Spares<Box<Scratch>>> = const { RefCell::new(Spares::new(KEEP)) };
 }
 
 /// A scratch space, reset, recycled when one is spare.
-pub fn take() -> Scratch {
+pub fn take() -> Box<Scratch> {
     let recycled = SPARE.with(|spare| spare.borrow_mut().pop());
-    let mut s = recycled.unwrap_or_else(Scratch::new);
+    let mut s = recycled.unwrap_or_else(|| Box::new(Scratch::new()));
     s.reset();
     s
 }
 
 /// Gives a scratch space back.
-pub fn give(scratch: Scratch) {
+pub fn give(scratch: Box<Scratch>) {
     SPARE.with(|spare| spare.borrow_mut().push(scratch));
 }
 

@@ -5,6 +5,7 @@
 //! over `upstream::decide`) → forward: pick, queue, connect, exchange, learn, with retries
 //! (`forward`, `exchange`, `reply`) → record and log (`observe::record`).
 
+use crate::floor::boxed::pinned;
 use crate::floor::conns::ConnState;
 use crate::floor::failure::Refusal;
 use crate::floor::io::{read_some, write_all_parts};
@@ -84,7 +85,7 @@ impl Txn<'_> {
             }
             Err(HeadFail::Refuse(r, counter)) => return self.refuse_counted(r, counter).await,
         }
-        Box::pin(self.after_head()).await
+        pinned(|| self.after_head()).await // made in its box: `floor::boxed`
     }
 
     /// Whether the connection's first bytes are the HTTP/2 connection preface (RFC 9113
