@@ -4,6 +4,7 @@
 //! pre-allocation, persistence and rule stickiness). Whether a failure may go to another
 //! server is the failure's to say (`floor::failure`).
 
+use crate::floor::boxed::pinned;
 use crate::floor::failure::Failure;
 use crate::floor::persist;
 use crate::floor::stats::Counter;
@@ -104,7 +105,7 @@ impl<'a> Txn<'a> {
     async fn attempt(&mut self, group: usize, index: usize, body: &BodyScanner) -> Result<bool, Failure> {
         let g = self.snap.group(group);
         if g.server_protocol == config::ServerProtocol::H2 {
-            return Box::pin(self.attempt_h2(group, index)).await;
+            return pinned(|| self.attempt_h2(group, index)).await; // `floor::boxed`
         }
         let prealloc = self.client.take_prealloc(g.servers[index].id);
         let pool = self.client.pool_take(g.reuse);
