@@ -237,8 +237,13 @@ pub fn flush() {
 /// Calls the wakers a turn collected, outside the driver's borrow (a woken future may use
 /// it), and gives their emptied vector back for the next turn.
 fn wake_all(mut woken: Vec<Waker>) {
-    woken.drain(..).for_each(Waker::wake);
+    wake(&mut woken);
     try_with(|d| d.woken = woken);
+}
+
+/// Calls `woken`'s wakers, leaving it empty (and its room kept).
+fn wake(woken: &mut Vec<Waker>) {
+    woken.drain(..).for_each(Waker::wake);
 }
 
 /// The task that runs completions: waits on the ring's eventfd in tokio's epoll, then runs
@@ -482,7 +487,7 @@ impl Driver {
             }
             if s.send.len > 0 && res == s.send.len as i32 {
                 if let Some(buf) = s.buf.take() {
-                    self.keep_send_buf(buf);
+                    self.spare_sends.push(buf);
                 }
             }
         }
@@ -523,7 +528,7 @@ impl Driver {
     /// Frees a slot (its send buffer kept as a spare).
     pub(super) fn release(&mut self, slot: u32) {
         if let Some(buf) = self.slots[slot as usize].buf.take() {
-            self.keep_send_buf(buf);
+            self.spare_sends.push(buf);
         }
         if let Some(fd) = self.slots[slot as usize].close_after.take() {
             let held_back = self.slots[slot as usize].send.more;
@@ -537,11 +542,6 @@ impl Driver {
         s.waker = None;
         s.done = None;
         self.free.push(slot);
-    }
-
-    /// A send buffer back to the spares (or freed, past the bound).
-    fn keep_send_buf(&mut self, buf: Box<[u8]>) {
-        self.spare_sends.push(buf);
     }
 
     /// The result of `slot` if completed, else registers `waker`.
@@ -635,7 +635,7 @@ impl Driver {
             self.queued = 0;
             // Others' completions came too: their futures are only scheduled by the wake.
             let mut woken = self.reap();
-            woken.drain(..).for_each(Waker::wake);
+            wake(&mut woken);
             self.woken = woken;
             if let Some(done) = settled(&self.slots[slot as usize]) {
                 return done;
